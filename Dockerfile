@@ -1,0 +1,66 @@
+# Runtime image for tfx-tabular pipelines (TFX 1.16 on Kubeflow Pipelines / Vertex AI).
+#
+#   docker build -t tfx-tabular .                  # CPU
+#   docker build --build-arg GPU=1 -t tfx-tabular-gpu .   # + TensorFlow's CUDA wheels
+#
+# Dependencies come from uv.lock through scripts/setup.sh, the same script `make setup` runs,
+# so the image holds exactly the locked set (minus the dev group).
+#
+# No ENTRYPOINT on purpose: pipelines compiled by TFX's Kubeflow V2 runner set the container
+# command to `python -m tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor ...`,
+# and `python` on PATH is the venv's python.
+
+# Bookworm has glibc 2.36, the same platform uv.lock was resolved for (linux x86_64, CPython 3.10).
+# TODO: pin by digest as well (python:3.10-slim-bookworm@sha256:...) when it can be fetched.
+FROM python:3.10-slim-bookworm
+
+ARG SOURCE_URL=unknown
+LABEL org.opencontainers.image.title="tfx-tabular" \
+      org.opencontainers.image.description="TFX / Kubeflow components for training TensorFlow models on partitioned Parquet data larger than memory." \
+      org.opencontainers.image.source="${SOURCE_URL}" \
+      org.opencontainers.image.licenses="Apache-2.0"
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+
+WORKDIR /opt/tfx-tabular
+
+# Build-time settings for setup.sh (ARG, not ENV: they stay out of the final image's environment).
+ARG PYTHON=/usr/local/bin/python3.10
+ARG UV_PROJECT_ENVIRONMENT=/opt/tfx-tabular/.venv
+# The uv cache is deleted in the same RUN that fills it, so no layer carries it.
+ARG UV_CACHE_DIR=/tmp/uv-cache
+ARG UV_PYTHON_DOWNLOADS=never
+ARG PIP_NO_CACHE_DIR=1
+ARG PIP_ROOT_USER_ACTION=ignore
+# 1 adds the `gpu` extra (tensorflow[and-cuda]); 0 is CPU only.
+ARG GPU=0
+
+# Layer 1: the locked third-party dependencies; rebuilt only when the lock or setup.sh changes.
+COPY pyproject.toml uv.lock README.md ./
+COPY scripts/ scripts/
+RUN set -- --no-dev --no-install-project; \
+    case "$GPU" in 0) ;; 1) set -- "$@" --extra gpu ;; *) echo "GPU must be 0 or 1" >&2; exit 1 ;; esac; \
+    scripts/setup.sh "$@" \
+    && rm -rf "$UV_CACHE_DIR"
+
+# Layer 2: the package itself, installed non-editable (a wheel in site-packages).
+COPY tfx_tabular/ tfx_tabular/
+RUN set -- --no-dev --no-editable; \
+    case "$GPU" in 0) ;; 1) set -- "$@" --extra gpu ;; *) echo "GPU must be 0 or 1" >&2; exit 1 ;; esac; \
+    scripts/setup.sh "$@" \
+    && rm -rf "$UV_CACHE_DIR" build tfx_tabular.egg-info
+
+RUN useradd --no-log-init --uid 1000 --user-group --create-home --home-dir /home/tfx \
+        --shell /bin/bash tfx
+
+ENV PATH=/opt/tfx-tabular/.venv/bin:$PATH \
+    VIRTUAL_ENV=/opt/tfx-tabular/.venv \
+    HOME=/home/tfx \
+    NUMBA_CACHE_DIR=/tmp/numba-cache
+
+USER 1000:1000
+# A writable working directory for the non-root user (the venv under /opt stays root-owned).
+WORKDIR /home/tfx
+
+CMD ["tfx-tabular", "--help"]

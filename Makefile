@@ -1,0 +1,27 @@
+# The README's first two commands: `make demo` (the main job) and `make test` (the suite).
+PY := .venv/bin/python
+DEMO_ROWS ?= 200000
+DEMO_DIR ?= out/demo
+BENCH_ROWS ?= 1000000
+
+.PHONY: setup demo test bench lock clean
+
+setup:
+	@bash scripts/setup.sh
+
+demo: setup
+	$(PY) -m tfx_tabular.cli demo --rows $(DEMO_ROWS) --workdir $(DEMO_DIR)
+
+# Exit code 5 (no tests collected) is a failure, not a pass.
+test: setup
+	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
+
+bench: setup
+	$(PY) -m benchmarks.run --rows $(BENCH_ROWS)
+
+# Re-resolve uv.lock after editing pyproject.toml (needs .tools/ from `make setup`).
+lock:
+	.tools/uv-0.13.9/bin/uv lock
+
+clean:
+	rm -rf out .pytest_cache
