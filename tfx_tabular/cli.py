@@ -65,22 +65,15 @@ def _add_conversion_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _convert(args, input_base: str, output_dir: str):
-    from tfx_tabular import convert, parquet_source
+    from tfx_tabular import convert
 
-    patterns = dict(args.split_pattern)
-    dataset = parquet_source.open_dataset(
-        input_base, list(patterns.values()) or ["*"], columns=args.columns,
-        exclude_columns=args.exclude,
+    dataset, splits = convert.plan_conversion(
+        input_base, patterns=dict(args.split_pattern) or None,
+        buckets={k: int(v) for k, v in map(_pairs, args.split_buckets or [])} or None,
+        split_keys=args.split_keys, split_by_partition=args.split_by_partition,
+        eval_last_partitions=args.eval_last, columns=args.columns, exclude_columns=args.exclude,
         partition_filter={k: _csv(v) for k, v in args.partition_filter},
         partition_types=dict(args.partition_type), decimal_as=args.decimal_as)
-    if patterns:
-        splits = convert.splits_by_patterns(dataset, patterns)
-    elif args.split_by_partition:
-        splits = convert.splits_by_partition(dataset, args.split_by_partition, last=args.eval_last)
-    else:
-        buckets = tuple((k, int(v)) for k, v in map(_pairs, args.split_buckets)) \
-            if args.split_buckets else convert.DEFAULT_BUCKETS
-        splits = convert.Splits(buckets=buckets, keys=tuple(args.split_keys))
     options = convert.OutputOptions(compression=args.compression,
                                     compression_level=args.gzip_level,
                                     num_shards=args.num_shards, batch_size=args.batch_size)

@@ -31,6 +31,8 @@ COMPRESSIONS = ("none", "gzip")
 DEFAULT_BATCH_SIZE = 8192
 DEFAULT_BUCKETS = (("train", 2), ("eval", 1))  # FileBasedExampleGen's default split
 _TEMP_DIR = ".tfx-tabular-incomplete"
+# The Arrow schema of the source columns (partition columns included), beside the Split-* folders.
+SOURCE_SCHEMA_FILE = "source_schema.arrow"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +86,36 @@ def splits_by_patterns(dataset: Dataset, patterns: Mapping[str, str]) -> Splits:
         if matches:
             file_splits[info.relative] = matches[0]
     return Splits(file_splits=file_splits)
+
+
+def plan_conversion(input_base: str, *, patterns: Optional[Mapping[str, str]] = None,
+                    buckets: Optional[Mapping[str, int]] = None, split_keys: Sequence[str] = (),
+                    split_by_partition: Optional[str] = None, eval_last_partitions: int = 1,
+                    columns: Optional[Sequence[str]] = None, exclude_columns: Sequence[str] = (),
+                    partition_filter: Optional[Mapping[str, Sequence[str]]] = None,
+                    partition_types: Optional[Mapping[str, str]] = None,
+                    decimal_as: str = "float") -> tuple[Dataset, Splits]:
+    """Open the dataset and choose its splits, from the options the CLI and the component share.
+
+    Several `patterns` → one split per pattern; otherwise `split_by_partition` (the last
+    `eval_last_partitions` values → eval), otherwise hash `buckets` (default train=2, eval=1)
+    over the whole row or over `split_keys`.
+    """
+    patterns = dict(patterns or {"single_split": "*"})
+    dataset = parquet_source.open_dataset(
+        input_base, list(patterns.values()), columns=columns, exclude_columns=exclude_columns,
+        partition_filter=partition_filter, partition_types=partition_types, decimal_as=decimal_as)
+    if len(patterns) > 1:
+        return dataset, splits_by_patterns(dataset, patterns)
+    if split_by_partition:
+        return dataset, splits_by_partition(dataset, split_by_partition, last=eval_last_partitions)
+    missing = [k for k in split_keys if k not in dataset.schema.names]
+    if missing:
+        raise InputError(f"split keys {missing} are not columns of {input_base}")
+    buckets = tuple((buckets or dict(DEFAULT_BUCKETS)).items())
+    if any(n <= 0 for _, n in buckets):
+        raise ValueError(f"hash buckets must be positive: {dict(buckets)}")
+    return dataset, Splits(buckets=buckets, keys=tuple(split_keys))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -265,6 +297,8 @@ def finalize(dataset: Dataset, splits: Splits, temp_dir: str, output_dir: str,
     for target_dir in {posixpath.dirname(t) for t in targets}:
         FileSystems.mkdirs(target_dir) if not FileSystems.exists(target_dir) else None
     FileSystems.rename(sources, targets)
+    with FileSystems.create(posixpath.join(output_dir, SOURCE_SCHEMA_FILE)) as handle:
+        handle.write(dataset.schema.serialize().to_pybytes())
     FileSystems.delete([posixpath.dirname(temp_dir)])
     return ConversionResult(output_dir, rows, num_shards, options.compression)
 

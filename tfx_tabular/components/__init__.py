@@ -1,0 +1,13 @@
+"""TFX components. Imported lazily: `import tfx_tabular.components` does not load TFX."""
+import importlib
+
+_COMPONENTS = {
+    "ParquetExampleGen": "tfx_tabular.components.parquet_example_gen.component",
+}
+__all__ = sorted(_COMPONENTS)
+
+
+def __getattr__(name):
+    if name in _COMPONENTS:
+        return getattr(importlib.import_module(_COMPONENTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,29 @@
+"""FileBasedExampleGen's driver (span / version / {SPAN} patterns), with a fingerprint over every
+data file below the matched partition folders, so TFX's cache notices a changed file."""
+from __future__ import annotations
+
+import hashlib
+from typing import Iterable, Optional
+
+from tfx.components.example_gen import driver, input_processor
+from tfx.proto import example_gen_pb2, range_config_pb2
+
+from tfx_tabular import parquet_source
+
+
+class _InputProcessor(input_processor.FileBasedInputProcessor):
+    def get_input_fingerprint(self, span: int, version: Optional[int]) -> str:
+        digest = hashlib.sha256()
+        filesystem, base = parquet_source.resolve_filesystem(self._input_base_uri)
+        for split in self._splits:
+            pattern = self.get_pattern_for_span_version(split.pattern, span, version)
+            for info in parquet_source.list_files(filesystem, base, [pattern]):
+                digest.update(f"{split.name}\0{info.path}\0{info.size}\0{info.mtime_ns}\n".encode())
+        return f"sha256:{digest.hexdigest()}"
+
+
+class Driver(driver.FileBasedDriver):
+    def get_input_processor(self, splits: Iterable[example_gen_pb2.Input.Split],
+                            range_config: Optional[range_config_pb2.RangeConfig] = None,
+                            input_base_uri: Optional[str] = None):
+        return _InputProcessor(input_base_uri, splits, range_config)
