@@ -213,42 +213,51 @@ def _put_u32(buf, pos, v):
 
 
 @numba.njit(cache=True)
-def _list_size(kind, lo, hi, ints, floats, bstart, bend):
-    """Size of the Int64List / FloatList / BytesList message for values [lo, hi)."""
-    if kind == 2:
-        payload = 0
-        for i in range(lo, hi):
-            payload += _varint_size(np.uint64(ints[i]))
-        return 0 if payload == 0 else 1 + _varint_size(np.uint64(payload)) + payload
-    if kind == 3:
-        payload = 4 * (hi - lo)
-        return 0 if payload == 0 else 1 + _varint_size(np.uint64(payload)) + payload
+def _payload_size(kind, lo, hi, ints, bstart, bend):
+    """Bytes of the values of an Int64List (packed varints) / FloatList / BytesList."""
     total = 0
-    for i in range(lo, hi):
-        length = bend[i] - bstart[i]
-        total += 1 + _varint_size(np.uint64(length)) + length
+    if kind == 2:
+        for i in range(lo, hi):
+            total += _varint_size(np.uint64(ints[i]))
+    elif kind == 3:
+        total = 4 * (hi - lo)
+    else:
+        for i in range(lo, hi):
+            length = bend[i] - bstart[i]
+            total += 1 + _varint_size(np.uint64(length)) + length
     return total
 
 
+@numba.njit(cache=True, inline="always")
+def _list_size(kind, payload):
+    if kind == 1 or payload == 0:  # BytesList is not packed; empty packed fields are omitted
+        return payload
+    return 1 + _varint_size(np.uint64(payload)) + payload
+
+
 @numba.njit(cache=True)
-def _serialize(n_rows, kinds, keys, key_offsets, valid, splits, ints, floats, bstart, bend, data,
-               framed, tables):
-    """All rows' tf.Examples in one buffer; returns (buffer, record offsets)."""
+def _serialize(n_rows, kinds, key_headers, header_offsets, valid, splits, ints, floats, bstart,
+               bend, data, framed, tables):
+    """All rows' tf.Examples in one buffer; returns (buffer, record offsets).
+
+    `valid` is [rows, features], `splits` [rows + 1, features]; `key_headers` holds, per feature,
+    the map entry's key field and the value field's tag (constant per feature).
+    """
     n_features = len(kinds)
-    list_sizes = np.zeros((n_features, n_rows), dtype=np.int64)
+    payloads = np.zeros((n_rows, n_features), dtype=np.int64)
     example_sizes = np.zeros(n_rows, dtype=np.int64)
     record_offsets = np.zeros(n_rows + 1, dtype=np.int64)
     frame = 16 if framed else 0
     for r in range(n_rows):
         body = 0
         for f in range(n_features):
-            key_len = key_offsets[f + 1] - key_offsets[f]
             feature = 0
-            if valid[f, r]:
-                size = _list_size(kinds[f], splits[f, r], splits[f, r + 1], ints, floats, bstart, bend)
-                list_sizes[f, r] = size
+            if valid[r, f]:
+                payload = _payload_size(kinds[f], splits[r, f], splits[r + 1, f], ints, bstart, bend)
+                payloads[r, f] = payload
+                size = _list_size(kinds[f], payload)
                 feature = 1 + _varint_size(np.uint64(size)) + size
-            entry = 1 + _varint_size(np.uint64(key_len)) + key_len + 1 + _varint_size(np.uint64(feature)) + feature
+            entry = header_offsets[f + 1] - header_offsets[f] + _varint_size(np.uint64(feature)) + feature
             body += 1 + _varint_size(np.uint64(entry)) + entry
         example_sizes[r] = body
         record_offsets[r + 1] = record_offsets[r] + frame + 1 + _varint_size(np.uint64(body)) + body
@@ -267,44 +276,37 @@ def _serialize(n_rows, kinds, keys, key_offsets, valid, splits, ints, floats, bs
         pos = _put_varint(buf, pos + 1, np.uint64(example_sizes[r]))
         for f in range(n_features):
             kind = kinds[f]
-            key_len = key_offsets[f + 1] - key_offsets[f]
-            size = list_sizes[f, r]
-            feature = 1 + _varint_size(np.uint64(size)) + size if valid[f, r] else 0
-            entry = 1 + _varint_size(np.uint64(key_len)) + key_len + 1 + _varint_size(np.uint64(feature)) + feature
+            payload = payloads[r, f]
+            size = _list_size(kind, payload)
+            feature = 1 + _varint_size(np.uint64(size)) + size if valid[r, f] else 0
+            header = header_offsets[f + 1] - header_offsets[f]
             buf[pos] = 0x0A
-            pos = _put_varint(buf, pos + 1, np.uint64(entry))
-            buf[pos] = 0x0A
-            pos = _put_varint(buf, pos + 1, np.uint64(key_len))
-            for k in range(key_len):
-                buf[pos + k] = keys[key_offsets[f] + k]
-            pos += key_len
-            buf[pos] = 0x12
-            pos = _put_varint(buf, pos + 1, np.uint64(feature))
-            if not valid[f, r]:
+            pos = _put_varint(buf, pos + 1, np.uint64(header + _varint_size(np.uint64(feature)) + feature))
+            for k in range(header):
+                buf[pos + k] = key_headers[header_offsets[f] + k]
+            pos = _put_varint(buf, pos + header, np.uint64(feature))
+            if not valid[r, f]:
                 continue
             # Feature.kind field numbers: bytes_list 1, float_list 2, int64_list 3.
             buf[pos] = 0x0A if kind == 1 else (0x12 if kind == 3 else 0x1A)
             pos = _put_varint(buf, pos + 1, np.uint64(size))
-            lo, hi = splits[f, r], splits[f, r + 1]
+            lo, hi = splits[r, f], splits[r + 1, f]
             if kind == 1:
                 for i in range(lo, hi):
                     length = bend[i] - bstart[i]
                     buf[pos] = 0x0A
                     pos = _put_varint(buf, pos + 1, np.uint64(length))
-                    buf[pos: pos + length] = data[bstart[i]: bend[i]]
+                    b0 = bstart[i]
+                    for k in range(length):
+                        buf[pos + k] = data[b0 + k]
                     pos += length
-            elif size > 0:
+            elif payload > 0:
                 buf[pos] = 0x0A
+                pos = _put_varint(buf, pos + 1, np.uint64(payload))
                 if kind == 3:
-                    payload = 4 * (hi - lo)
-                    pos = _put_varint(buf, pos + 1, np.uint64(payload))
                     buf[pos: pos + payload] = floats[lo:hi].view(np.uint8)
                     pos += payload
                 else:
-                    payload = 0
-                    for i in range(lo, hi):
-                        payload += _varint_size(np.uint64(ints[i]))
-                    pos = _put_varint(buf, pos + 1, np.uint64(payload))
                     for i in range(lo, hi):
                         pos = _put_varint(buf, pos, np.uint64(ints[i]))
         if framed:
@@ -314,13 +316,25 @@ def _serialize(n_rows, kinds, keys, key_offsets, valid, splits, ints, floats, bs
 
 @numba.njit(cache=True)
 def fingerprints(buf, record_offsets, skip_head, skip_tail):
-    """A 64-bit hash of each record's bytes (FNV-1a, then a splitmix64 finish)."""
+    """A 64-bit hash of each record's bytes: 8-byte words folded by multiply-xor, then a
+    splitmix64 finish (depends on the bytes only, so the same on any machine or worker)."""
     n = len(record_offsets) - 1
     out = np.empty(n, dtype=np.uint64)
     for r in range(n):
-        h = np.uint64(0xCBF29CE484222325)
-        for i in range(record_offsets[r] + skip_head, record_offsets[r + 1] - skip_tail):
+        start = record_offsets[r] + skip_head
+        end = record_offsets[r + 1] - skip_tail
+        h = np.uint64(0xCBF29CE484222325) ^ np.uint64(end - start)
+        i = start
+        while i + 8 <= end:
+            word = np.uint64(0)
+            for k in range(8):
+                word |= np.uint64(buf[i + k]) << np.uint64(8 * k)
+            h = (h ^ word) * np.uint64(0x100000001B3)
+            h ^= h >> np.uint64(29)
+            i += 8
+        while i < end:
             h = (h ^ np.uint64(buf[i])) * np.uint64(0x100000001B3)
+            i += 1
         h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         out[r] = h ^ (h >> np.uint64(31))
@@ -340,6 +354,15 @@ def gather_records(buf, record_offsets, rows):
         out[pos: pos + length] = buf[record_offsets[r]: record_offsets[r + 1]]
         pos += length
     return out
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 @dataclasses.dataclass
@@ -383,16 +406,17 @@ def encode(batch: pa.RecordBatch, features: Sequence[Feature], framed: bool = Fa
         ordered.extend(zip([f, *parts], feature_values(column, f, parts)))
 
     kinds = np.array([int(f.kind) for f, _ in ordered], dtype=np.int64)
-    keys = [f.name.encode() for f, _ in ordered]
-    key_offsets = _cumulative(np.array([len(k) for k in keys], dtype=np.int64))
-    valid = np.zeros((len(ordered), n), dtype=np.bool_)
-    splits = np.zeros((len(ordered), n + 1), dtype=np.int64)
+    # Per feature: the key field (tag, length, name) and the value field's tag.
+    headers = [b"\n" + _varint(len(f.name.encode())) + f.name.encode() + b"\x12" for f, _ in ordered]
+    header_offsets = _cumulative(np.array([len(h) for h in headers], dtype=np.int64))
+    valid = np.zeros((n, len(ordered)), dtype=np.bool_)
+    splits = np.zeros((n + 1, len(ordered)), dtype=np.int64)
     pools = {Kind.INT: [], Kind.FLOAT: [], Kind.BYTES: []}
     base = {Kind.INT: 0, Kind.FLOAT: 0, Kind.BYTES: 0}
     bytes_starts, bytes_ends, datas, data_base = [], [], [], 0
     for i, (f, fv) in enumerate(ordered):
-        valid[i] = fv.valid
-        splits[i] = fv.row_splits + base[f.kind]
+        valid[:, i] = fv.valid
+        splits[:, i] = fv.row_splits + base[f.kind]
         if f.kind == Kind.BYTES:
             count = len(fv.values) - 1
             bytes_starts.append(fv.values[:-1] + data_base)
@@ -408,8 +432,8 @@ def encode(batch: pa.RecordBatch, features: Sequence[Feature], framed: bool = Fa
         return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
 
     buffer, offsets = _serialize(
-        n, kinds, np.frombuffer(b"".join(keys), dtype=np.uint8) if keys else np.zeros(0, np.uint8),
-        key_offsets, valid, splits, pool(pools[Kind.INT], np.int64),
+        n, kinds, np.frombuffer(b"".join(headers), dtype=np.uint8) if headers else np.zeros(0, np.uint8),
+        header_offsets, valid, splits, pool(pools[Kind.INT], np.int64),
         pool(pools[Kind.FLOAT], np.float32), pool(bytes_starts, np.int64),
         pool(bytes_ends, np.int64), pool(datas, np.uint8), framed, _CRC_TABLES)
     return EncodedBatch(buffer, offsets, framed)
