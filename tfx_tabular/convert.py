@@ -31,7 +31,8 @@ COMPRESSIONS = ("none", "gzip")
 DEFAULT_BATCH_SIZE = 8192
 DEFAULT_BUCKETS = (("train", 2), ("eval", 1))  # FileBasedExampleGen's default split
 _TEMP_DIR = ".tfx-tabular-incomplete"
-# The Arrow schema of the source columns (partition columns included), beside the Split-* folders.
+# The source's Arrow schema (partition columns included) with footer statistics and row count in
+# its metadata (parquet_source.SourceSummary), beside the Split-* folders.
 SOURCE_SCHEMA_FILE = "source_schema.arrow"
 
 
@@ -298,7 +299,7 @@ def finalize(dataset: Dataset, splits: Splits, temp_dir: str, output_dir: str,
         FileSystems.mkdirs(target_dir) if not FileSystems.exists(target_dir) else None
     FileSystems.rename(sources, targets)
     with FileSystems.create(posixpath.join(output_dir, SOURCE_SCHEMA_FILE)) as handle:
-        handle.write(dataset.schema.serialize().to_pybytes())
+        handle.write(dataset.summary().to_arrow_schema().serialize().to_pybytes())
     FileSystems.delete([posixpath.dirname(temp_dir)])
     return ConversionResult(output_dir, rows, num_shards, options.compression)
 

@@ -10,10 +10,11 @@ import concurrent.futures
 import dataclasses
 import fnmatch
 import hashlib
+import json
 import posixpath
 import re
 import urllib.parse
-from typing import Iterator, Mapping, Optional, Sequence
+from typing import Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
@@ -30,6 +31,45 @@ class InputError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
+class ColumnStats:
+    """Footer statistics of a top-level non-nested column, over a file or a dataset.
+
+    `null_count` is None when some row group has no statistics; min/max only for numbers and bools.
+    """
+
+    null_count: Optional[int]
+    min: Optional[Union[int, float, bool]] = None
+    max: Optional[Union[int, float, bool]] = None
+
+    def merge(self, other: "ColumnStats") -> "ColumnStats":
+        nulls = None if self.null_count is None or other.null_count is None \
+            else self.null_count + other.null_count
+        lows = [v for v in (self.min, other.min) if v is not None]
+        highs = [v for v in (self.max, other.max) if v is not None]
+        both = self.min is not None and other.min is not None
+        return ColumnStats(nulls, min(lows) if both else None, max(highs) if both else None)
+
+
+def _footer_stats(metadata: pq.FileMetaData) -> tuple[tuple[str, ColumnStats], ...]:
+    stats: dict[str, ColumnStats] = {}
+    for g in range(metadata.num_row_groups):
+        group = metadata.row_group(g)
+        for c in range(group.num_columns):
+            column = group.column(c)
+            if "." in column.path_in_schema:  # nested: leaf statistics do not describe rows
+                continue
+            st = column.statistics
+            numeric = (st is not None and st.has_min_max
+                       and column.physical_type in ("BOOLEAN", "INT32", "INT64", "FLOAT", "DOUBLE")
+                       and st.logical_type.type in ("NONE", "INT"))
+            current = ColumnStats(st.null_count if st is not None and st.has_null_count else None,
+                                  st.min if numeric else None, st.max if numeric else None)
+            name = column.path_in_schema
+            stats[name] = stats[name].merge(current) if name in stats else current
+    return tuple(stats.items())
+
+
+@dataclasses.dataclass(frozen=True)
 class ParquetFileInfo:
     """One data file, described from its footer."""
 
@@ -41,6 +81,56 @@ class ParquetFileInfo:
     schema: pa.Schema
     size: int
     mtime_ns: int
+    column_stats: tuple[tuple[str, ColumnStats], ...] = ()
+
+
+_META = "tfx_tabular."
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceSummary:
+    """What schema inference and training need to know of a source, without a data pass:
+    its Arrow schema, footer statistics per column, row count and partition columns.
+
+    ParquetExampleGen stores it in the Examples artifact as `source_schema.arrow` (an Arrow schema
+    whose metadata carries the rest), so later components need no access to the Parquet files.
+    """
+
+    schema: pa.Schema
+    column_stats: Mapping[str, ColumnStats]
+    num_rows: int
+    partition_columns: tuple[str, ...] = ()
+    decimal_as: str = "float"
+    partition_values: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+
+    def to_arrow_schema(self) -> pa.Schema:
+        fields = []
+        for field in self.schema:
+            stats = self.column_stats.get(field.name)
+            meta = {} if stats is None else {
+                _META + "stats": json.dumps([stats.null_count, stats.min, stats.max])}
+            fields.append(field.with_metadata(meta))
+        return pa.schema(fields, metadata={
+            _META + "num_rows": str(self.num_rows),
+            _META + "partition_columns": json.dumps(list(self.partition_columns)),
+            _META + "partition_values": json.dumps({k: list(v) for k, v in
+                                                    self.partition_values.items()}),
+            _META + "decimal_as": self.decimal_as})
+
+    @classmethod
+    def from_arrow_schema(cls, schema: pa.Schema) -> "SourceSummary":
+        meta = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
+        stats = {}
+        for field in schema:
+            field_meta = {k.decode(): v.decode() for k, v in (field.metadata or {}).items()}
+            if _META + "stats" in field_meta:
+                stats[field.name] = ColumnStats(*json.loads(field_meta[_META + "stats"]))
+        return cls(pa.schema([f.remove_metadata() for f in schema]), stats,
+                   int(meta.get(_META + "num_rows", 0)),
+                   tuple(json.loads(meta.get(_META + "partition_columns", "[]"))),
+                   meta.get(_META + "decimal_as", "float"),
+                   {k: tuple(v) for k, v in
+                    json.loads(meta.get(_META + "partition_values", "{}")).items()})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +151,30 @@ class Dataset:
     @property
     def features(self) -> list[Feature]:
         return features_of(self.schema, self.decimal_as)
+
+    def column_stats(self) -> dict[str, ColumnStats]:
+        """Footer statistics per top-level column over all files; a column missing from a file
+        counts as that many nulls."""
+        merged: dict[str, ColumnStats] = {}
+        for info in self.files:
+            per_file = dict(info.column_stats)
+            for name in self.schema.names:
+                if name in self.partition_columns:
+                    continue
+                if name in per_file:
+                    current = per_file[name]
+                elif name not in info.schema.names:
+                    current = ColumnStats(info.num_rows)
+                else:
+                    current = ColumnStats(None)
+                merged[name] = merged[name].merge(current) if name in merged else current
+        return merged
+
+    def summary(self) -> SourceSummary:
+        values = {key: tuple(sorted({dict(f.partitions)[key] for f in self.files}))
+                  for key in self.partition_columns}
+        return SourceSummary(self.schema, self.column_stats(), self.num_rows,
+                             self.partition_columns, self.decimal_as, values)
 
     def fingerprint(self) -> str:
         """Changes when any file is added, removed, resized or rewritten."""
@@ -128,7 +242,8 @@ def _read_footer(filesystem: pafs.FileSystem, base: str, info: pafs.FileInfo) ->
         path=info.path, relative=relative, partitions=_partitions_of(relative),
         num_rows=metadata.num_rows,
         row_group_rows=tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)),
-        schema=schema.remove_metadata(), size=info.size, mtime_ns=info.mtime_ns or 0)
+        schema=schema.remove_metadata(), size=info.size, mtime_ns=info.mtime_ns or 0,
+        column_stats=_footer_stats(metadata))
 
 
 def _signature(field: pa.Field, decimal_as: str):

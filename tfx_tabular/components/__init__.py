@@ -3,6 +3,7 @@ import importlib
 
 _COMPONENTS = {
     "ParquetExampleGen": "tfx_tabular.components.parquet_example_gen.component",
+    "ParquetSchemaGen": "tfx_tabular.components.parquet_schema_gen.component",
 }
 __all__ = sorted(_COMPONENTS)
 

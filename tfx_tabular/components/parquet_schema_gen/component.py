@@ -1,0 +1,58 @@
+"""ParquetSchemaGen: a tensorflow_metadata Schema from Parquet metadata, as a standard `Schema`
+artifact that stock ExampleValidator, Transform and Trainer accept."""
+from __future__ import annotations
+
+from typing import List, Optional
+
+from tfx.dsl.components.base import base_beam_component, executor_spec
+from tfx.types import channel, standard_artifacts
+from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
+
+from tfx_tabular.components.parquet_schema_gen import executor
+
+
+class ParquetSchemaGenSpec(ComponentSpec):
+    PARAMETERS = {
+        "input_base": ExecutionParameter(type=str, optional=True),
+        "label": ExecutionParameter(type=str, optional=True),
+        "curated_schema": ExecutionParameter(type=str, optional=True),
+        "statistics": ExecutionParameter(type=int, optional=True),
+        "sample_rows": ExecutionParameter(type=int, optional=True),
+        "max_vocabulary_size": ExecutionParameter(type=int, optional=True),
+        "exclude_columns": ExecutionParameter(type=List[str], optional=True),
+    }
+    INPUTS = {
+        "examples": ChannelParameter(type=standard_artifacts.Examples, optional=True),
+    }
+    OUTPUTS = {
+        "schema": ChannelParameter(type=standard_artifacts.Schema),
+    }
+
+
+class ParquetSchemaGen(base_beam_component.BaseBeamComponent):
+    """Infers the Schema of ParquetExampleGen's output from Parquet footers (no data pass).
+
+    Give `examples` (ParquetExampleGen's output: it carries the source's Arrow schema and footer
+    statistics) or `input_base` (a Parquet folder). `label` marks the label (absent in the
+    SERVING environment). `statistics=True` adds string domains up to `max_vocabulary_size`,
+    value counts and presence from TFDV over `sample_rows` sampled rows (examples input only).
+    `curated_schema`: a schema.pbtxt path or URI whose features' settings win over the inferred.
+    """
+
+    SPEC_CLASS = ParquetSchemaGenSpec
+    EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(executor.Executor)
+
+    def __init__(self, examples: Optional[channel.BaseChannel] = None,
+                 input_base: Optional[str] = None, label: Optional[str] = None,
+                 curated_schema: Optional[str] = None, statistics: bool = False,
+                 sample_rows: int = 100_000, max_vocabulary_size: int = 1_000,
+                 exclude_columns: Optional[List[str]] = None):
+        if (examples is None) == (input_base is None):
+            raise ValueError("give exactly one of `examples` and `input_base`")
+        if statistics and examples is None:
+            raise ValueError("statistics=True samples the Examples: give `examples`")
+        super().__init__(ParquetSchemaGenSpec(
+            examples=examples, input_base=input_base, label=label, curated_schema=curated_schema,
+            statistics=int(statistics), sample_rows=sample_rows,
+            max_vocabulary_size=max_vocabulary_size, exclude_columns=exclude_columns,
+            schema=channel.Channel(type=standard_artifacts.Schema)))

@@ -1,0 +1,218 @@
+"""A tensorflow_metadata Schema from Parquet metadata (footers only), and the parsing spec
+derived from it. Both follow `mapping.features_of`, the mapping ParquetExampleGen writes by.
+
+What the footers tell, per feature:
+* type INT / FLOAT / BYTES;
+* shape [1] for a scalar column with no nulls in any file (and present in every file); shape [N]
+  for a non-nullable fixed_size_list<N>; otherwise a variable number of values;
+* presence: min_fraction 1.0 when never null, else min_count 1 (as TFDV infers);
+* int_domain / float_domain from footer min/max, bool_domain for bools, time_domain with the epoch
+  unit for dates and timestamps, string_domain with the values of string partition columns;
+* a RaggedTensor tensor representation for nested lists (row-length partitions);
+* annotations: `tfx_tabular:partition` on partition columns, `tfx_tabular:label` on the label,
+  `tfx_tabular:unit=<unit>` on time and duration columns;
+* environments TRAINING and SERVING, the label absent in SERVING.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import pyarrow as pa
+from tensorflow_metadata.proto.v0 import schema_pb2
+
+from tfx_tabular.parquet_source import SourceSummary
+from tfx_tabular.schemas.mapping import Feature, Kind, features_of
+
+LABEL_TAG = "tfx_tabular:label"
+PARTITION_TAG = "tfx_tabular:partition"
+UNIT_TAG = "tfx_tabular:unit="
+RAGGED_GROUP = ""  # the default tensor representation group, the one TFXIO reads
+
+_TIME_FORMATS = {
+    "D": schema_pb2.TimeDomain.UNIX_DAYS, "s": schema_pb2.TimeDomain.UNIX_SECONDS,
+    "ms": schema_pb2.TimeDomain.UNIX_MILLISECONDS, "us": schema_pb2.TimeDomain.UNIX_MICROSECONDS,
+    "ns": schema_pb2.TimeDomain.UNIX_NANOSECONDS,
+}
+
+
+class SchemaError(ValueError):
+    """A schema that does not fit the data (e.g. an overlay naming unknown features)."""
+
+
+def _never_null(feature: Feature, summary: SourceSummary) -> bool:
+    field = summary.schema.field(feature.column)
+    if feature.column in summary.partition_columns:
+        return True
+    if not field.nullable:
+        return True
+    stats = summary.column_stats.get(feature.column)
+    return (feature.path == () and stats is not None and stats.null_count == 0)
+
+
+def _set_domain(out: schema_pb2.Feature, feature: Feature, summary: SourceSummary) -> None:
+    leaf = feature.leaf_type
+    if pa.types.is_dictionary(leaf):
+        leaf = leaf.value_type
+    stats = summary.column_stats.get(feature.column) if feature.path == () else None
+    if pa.types.is_boolean(leaf):
+        out.bool_domain.SetInParent()
+    elif pa.types.is_timestamp(leaf) or pa.types.is_date(leaf):
+        out.time_domain.integer_format = _TIME_FORMATS[feature.unit]
+    elif feature.kind == Kind.INT and stats is not None and stats.min is not None:
+        out.int_domain.min, out.int_domain.max = int(stats.min), int(stats.max)
+    elif feature.kind == Kind.FLOAT and stats is not None and stats.min is not None:
+        out.float_domain.min, out.float_domain.max = float(stats.min), float(stats.max)
+    elif feature.column in summary.partition_values and feature.kind == Kind.BYTES:
+        out.string_domain.name = feature.name
+        out.string_domain.value.extend(summary.partition_values[feature.column])
+    if feature.unit and not (pa.types.is_timestamp(leaf) or pa.types.is_date(leaf)):
+        out.annotation.tag.append(UNIT_TAG + feature.unit)
+
+
+def infer_schema(summary: SourceSummary, label: Optional[str] = None) -> schema_pb2.Schema:
+    """The Schema of what ParquetExampleGen writes for `summary`'s source; no data pass."""
+    features = features_of(summary.schema, summary.decimal_as)
+    if label is not None and label not in {f.name for f in features}:
+        raise SchemaError(f"label {label!r} is not a feature (features: "
+                          f"{', '.join(f.name for f in features[:20])}...)")
+    schema = schema_pb2.Schema()
+    schema.default_environment.extend(["TRAINING", "SERVING"])
+    for feature in features:
+        out = schema.feature.add(name=feature.name, type=int(feature.kind))
+        never_null = _never_null(feature, summary)
+        if never_null:
+            out.presence.min_fraction = 1.0
+        out.presence.min_count = 1
+        if feature.row_lengths_of is None:
+            if feature.list_depth == 0 and never_null:
+                out.shape.dim.add(size=1)
+            elif feature.list_depth == 1 and feature.list_sizes[0] is not None and never_null:
+                out.shape.dim.add(size=feature.list_sizes[0])
+            elif feature.list_depth == 0:
+                out.value_count.min, out.value_count.max = 1, 1
+            _set_domain(out, feature, summary)
+        if feature.is_ragged_values:
+            ragged = schema.tensor_representation_group[RAGGED_GROUP].tensor_representation[
+                feature.name].ragged_tensor
+            ragged.feature_path.step.append(feature.name)
+            for partition in (f for f in features if f.row_lengths_of == feature.name):
+                ragged.partition.add(row_length=partition.name)
+            ragged.row_partition_dtype = schema_pb2.TensorRepresentation.RowPartitionDType.INT64
+        if feature.column in summary.partition_columns:
+            out.annotation.tag.append(PARTITION_TAG)
+        if feature.name == label:
+            out.annotation.tag.append(LABEL_TAG)
+            out.not_in_environment.append("SERVING")
+    return schema
+
+
+def label_of(schema: schema_pb2.Schema) -> Optional[str]:
+    """The feature annotated as the label, if any."""
+    labels = [f.name for f in schema.feature if LABEL_TAG in f.annotation.tag]
+    return labels[0] if labels else None
+
+
+_OVERLAID = ("presence", "shape", "value_count", "value_counts", "domain", "int_domain",
+             "float_domain", "string_domain", "bool_domain", "time_domain")
+
+
+def overlay(inferred: schema_pb2.Schema, curated: schema_pb2.Schema) -> schema_pb2.Schema:
+    """A user's curated schema over the inferred one: for each feature it names, its presence,
+    shape, value counts, domains, deprecation, lifecycle stage, environments and annotations
+    win; its top-level string domains, environments and tensor representations are added."""
+    result = schema_pb2.Schema()
+    result.CopyFrom(inferred)
+    by_name = {f.name: f for f in result.feature}
+    unknown = [f.name for f in curated.feature if f.name not in by_name]
+    if unknown:
+        raise SchemaError(f"the curated schema names features the data does not have: {unknown}")
+    for user in curated.feature:
+        target = by_name[user.name]
+        if user.type and user.type != target.type:
+            raise SchemaError(f"feature {user.name!r}: the curated schema says "
+                              f"{schema_pb2.FeatureType.Name(user.type)}, the data is "
+                              f"{schema_pb2.FeatureType.Name(target.type)}")
+        for field in _OVERLAID:
+            if user.HasField(field):
+                target.ClearField(field)
+                getattr(target, field).CopyFrom(getattr(user, field))
+        if user.HasField("shape"):
+            target.ClearField("value_count")
+        elif user.HasField("value_count"):
+            target.ClearField("shape")
+        if user.deprecated:
+            target.deprecated = True
+        if user.lifecycle_stage:
+            target.lifecycle_stage = user.lifecycle_stage
+        if user.in_environment or user.not_in_environment:
+            del target.in_environment[:]
+            del target.not_in_environment[:]
+            target.in_environment.extend(user.in_environment)
+            target.not_in_environment.extend(user.not_in_environment)
+        for tag in user.annotation.tag:
+            if tag not in target.annotation.tag:
+                target.annotation.tag.append(tag)
+    result.string_domain.extend(curated.string_domain)
+    for env in curated.default_environment:
+        if env not in result.default_environment:
+            result.default_environment.append(env)
+    for group, reps in curated.tensor_representation_group.items():
+        result.tensor_representation_group[group].MergeFrom(reps)
+    return result
+
+
+def _skipped(feature: schema_pb2.Feature) -> bool:
+    return feature.deprecated or feature.lifecycle_stage in (
+        schema_pb2.DEPRECATED, schema_pb2.DISABLED, schema_pb2.PLANNED, schema_pb2.ALPHA,
+        schema_pb2.DEBUG_ONLY)
+
+
+def feature_spec(schema: schema_pb2.Schema, environment: Optional[str] = None,
+                 exclude: tuple[str, ...] = ()) -> dict:
+    """The `tf.io.parse_example` spec of a schema.
+
+    Fixed shapes → FixedLenFeature with a default (0, 0.0 or b""), so a fixed feature never fails
+    to parse; variable-length lists and nullable scalars → RaggedFeature (a null stays an empty
+    row, never a made-up value); RaggedTensor representations → RaggedFeature with row-length
+    partitions. Deprecated / skipped features, features not in `environment`, and `exclude` are
+    left out.
+    """
+    import tensorflow as tf
+
+    dtypes = {schema_pb2.INT: tf.int64, schema_pb2.FLOAT: tf.float32, schema_pb2.BYTES: tf.string}
+    defaults = {schema_pb2.INT: 0, schema_pb2.FLOAT: 0.0, schema_pb2.BYTES: b""}
+    ragged = {name: rep.ragged_tensor for name, rep in
+              schema.tensor_representation_group[RAGGED_GROUP].tensor_representation.items()
+              if rep.HasField("ragged_tensor")} if RAGGED_GROUP in \
+        schema.tensor_representation_group else {}
+    partition_features = {p.row_length for rep in ragged.values() for p in rep.partition}
+    spec = {}
+    for feature in schema.feature:
+        name = feature.name
+        if (name in partition_features or name in exclude or _skipped(feature)
+                or feature.type not in dtypes):
+            continue
+        if environment is not None:
+            if environment in feature.not_in_environment:
+                continue
+            if feature.in_environment and environment not in feature.in_environment:
+                continue
+        dtype = dtypes[feature.type]
+        if name in ragged:
+            rep = ragged[name]
+            partitions = [tf.io.RaggedFeature.UniformRowLength(p.uniform_row_length)
+                          if p.HasField("uniform_row_length")
+                          else tf.io.RaggedFeature.RowLengths(p.row_length)
+                          for p in rep.partition]
+            spec[name] = tf.io.RaggedFeature(dtype, value_key=rep.feature_path.step[-1],
+                                             partitions=partitions, row_splits_dtype=tf.int64)
+        elif feature.HasField("shape"):
+            dims = [d.size for d in feature.shape.dim]
+            size = 1
+            for d in dims:
+                size *= d
+            spec[name] = tf.io.FixedLenFeature(dims, dtype,
+                                               default_value=[defaults[feature.type]] * size)
+        else:
+            spec[name] = tf.io.RaggedFeature(dtype, value_key=name, row_splits_dtype=tf.int64)
+    return spec
