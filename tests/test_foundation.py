@@ -33,11 +33,17 @@ def test_import_tfx_tabular_does_not_import_tensorflow():
     assert result.returncode == 0, result.stderr
 
 
-def test_only_one_top_level_package():
+def test_only_one_top_level_package_is_installed():
     # `components`, `pipelines` and `schemas` are taken on PyPI: they must live under tfx_tabular.
-    packages = {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()}
-    assert packages == {"tfx_tabular"}
+    from setuptools import find_packages
+
     assert 'include = ["tfx_tabular*"]' in (ROOT / "pyproject.toml").read_text()
+    shipped = {p.split(".")[0] for p in find_packages(str(ROOT), include=["tfx_tabular*"])}
+    assert shipped == {"tfx_tabular"}
+    assert not any((ROOT / name / "__init__.py").exists()
+                   for name in ("components", "pipelines", "schemas"))
+    assert {"components", "pipelines", "schemas"} <= {
+        p.name for p in (ROOT / "tfx_tabular").iterdir() if (p / "__init__.py").exists()}
 
 
 def test_cli_help_is_fast_and_lists_only_working_commands():
