@@ -93,6 +93,42 @@ def cmd_convert(args) -> int:
     return 0
 
 
+def cmd_infer_schema(args) -> int:
+    from tfx_tabular import convert, parquet_source, schemas
+    from tfx.utils import io_utils
+
+    start = time.perf_counter()
+    is_examples = os.path.exists(os.path.join(args.input, convert.SOURCE_SCHEMA_FILE))
+    if is_examples:
+        summary = schemas.read_summary(args.input)
+        import tensorflow as tf
+        source = sorted(tf.io.gfile.glob(os.path.join(args.input, "Split-*", "*")))
+    else:
+        source = parquet_source.open_dataset(args.input, exclude_columns=args.exclude)
+        summary = source.summary()
+    schema = schemas.infer_schema(summary, label=args.label)
+    print(f"inferred {len(schema.feature)} features from "
+          f"{'the Examples artifact' if is_examples else f'{len(source.files)} Parquet footers'} "
+          f"in {time.perf_counter() - start:.2f} s (no pass over the {summary.num_rows:,} rows)")
+    if args.stats:
+        schema, report = schemas.statistics_overlay(source, args.sample_rows, args.max_vocabulary,
+                                                    args.beam_arg, base=schema)
+        print(f"statistics over {report.rows:,} sampled rows: {report.seconds:.1f} s, "
+              f"{report.string_domains} string domains added")
+    if args.curated:
+        schema = schemas.overlay(schema, schemas.load_schema(args.curated))
+    io_utils.write_pbtxt_file(args.output, schema)
+    print(f"schema written to {args.output}")
+    return 0
+
+
+def cmd_show_schema(args) -> int:
+    from tfx_tabular import schemas
+
+    print(schemas.describe(schemas.load_schema(args.file)))
+    return 0
+
+
 def cmd_demo(args) -> int:
     from tfx_tabular import demo_data
 
@@ -123,6 +159,24 @@ def build_parser() -> argparse.ArgumentParser:
     _add_conversion_arguments(p)
     p.set_defaults(func=cmd_convert)
 
+    p = sub.add_parser("infer-schema", help="a TFMD schema from Parquet footers (or a "
+                                            "ParquetExampleGen output folder), no data pass")
+    p.add_argument("input", help="a Parquet folder, or a folder ParquetExampleGen wrote")
+    p.add_argument("-o", "--output", required=True, help="schema.pbtxt to write")
+    p.add_argument("--label", help="the label column (absent in the SERVING environment)")
+    p.add_argument("--stats", action="store_true",
+                   help="add vocabularies, value counts and presence from TFDV over a sample")
+    p.add_argument("--sample-rows", type=int, default=100_000)
+    p.add_argument("--max-vocabulary", type=int, default=1_000)
+    p.add_argument("--curated", help="a schema.pbtxt whose features' settings win")
+    p.add_argument("--exclude", type=_csv, default=[], help="drop these columns")
+    p.add_argument("--beam-arg", action="append", default=[], metavar="ARG")
+    p.set_defaults(func=cmd_infer_schema)
+
+    p = sub.add_parser("show-schema", help="a schema.pbtxt as a readable table")
+    p.add_argument("file", help="schema.pbtxt, or a Schema artifact folder")
+    p.set_defaults(func=cmd_show_schema)
+
     p = sub.add_parser("demo", help="generate a Criteo-shaped demo dataset and run the pipeline")
     p.add_argument("--rows", type=int, default=200_000)
     p.add_argument("--workdir", default="out/demo")
@@ -135,10 +189,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     quiet(args.verbose)
     from tfx_tabular.parquet_source import InputError
+    from tfx_tabular.schemas.infer import SchemaError
 
     try:
         return args.func(args)
-    except InputError as e:
+    except (InputError, SchemaError) as e:
         print(f"tfx-tabular: error: {e}", file=sys.stderr)
         return 2
 

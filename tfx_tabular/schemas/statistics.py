@@ -23,7 +23,28 @@ class StatisticsReport:
     string_domains: int
 
 
-def _sample_records(files: Sequence[str], rows: int, path: str) -> int:
+def sample_parquet(dataset, rows: int, path: str) -> int:
+    """Write up to `rows` rows of a Parquet dataset as tf.Examples: the first rows of every file
+    (an equal share each), through the ExampleGen encoder."""
+    from tfx_tabular import encoding, parquet_source
+
+    features = dataset.features
+    share = max(1, -(-rows // len(dataset.files)))
+    count = 0
+    with open(path, "wb") as out:
+        for info in dataset.files:
+            if count >= rows or not info.row_group_rows:
+                continue
+            take = min(share, rows - count)
+            batch = next(parquet_source.read_batches(dataset, info, [0], take), None)
+            if batch is None:
+                continue
+            out.write(encoding.encode(batch.slice(0, take), features, framed=True).buffer.tobytes())
+            count += min(take, batch.num_rows)
+    return count
+
+
+def sample_examples(files: Sequence[str], rows: int, path: str) -> int:
     """Write up to `rows` records, round-robin across `files`, as one TFRecord file."""
     import tensorflow as tf
 
@@ -44,19 +65,20 @@ def _sample_records(files: Sequence[str], rows: int, path: str) -> int:
     return count
 
 
-def statistics_overlay(files: Sequence[str], sample_rows: int, max_vocabulary: int,
+def statistics_overlay(source, sample_rows: int, max_vocabulary: int,
                        beam_pipeline_args: Sequence[str] = (),
                        base: Optional[schema_pb2.Schema] = None
                        ) -> tuple[schema_pb2.Schema, StatisticsReport]:
     """`base` with string domains, value counts and presence from TFDV over a sample of
-    `files` (TFRecord tf.Example shards)."""
+    `source`: a list of TFRecord tf.Example shards, or a `parquet_source.Dataset`."""
     import tensorflow_data_validation as tfdv
     from apache_beam.options.pipeline_options import PipelineOptions
 
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         sample = os.path.join(tmp, "sample.tfrecord")
-        rows = _sample_records(files, sample_rows, sample)
+        sampler = sample_examples if isinstance(source, (list, tuple)) else sample_parquet
+        rows = sampler(source, sample_rows, sample)
         stats = tfdv.generate_statistics_from_tfrecord(
             sample, output_path=os.path.join(tmp, "stats.pb"),
             stats_options=tfdv.StatsOptions(num_top_values=max_vocabulary + 1),

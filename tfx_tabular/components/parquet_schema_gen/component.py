@@ -35,7 +35,7 @@ class ParquetSchemaGen(base_beam_component.BaseBeamComponent):
     Give `examples` (ParquetExampleGen's output: it carries the source's Arrow schema and footer
     statistics) or `input_base` (a Parquet folder). `label` marks the label (absent in the
     SERVING environment). `statistics=True` adds string domains up to `max_vocabulary_size`,
-    value counts and presence from TFDV over `sample_rows` sampled rows (examples input only).
+    value counts and presence from TFDV over `sample_rows` sampled rows.
     `curated_schema`: a schema.pbtxt path or URI whose features' settings win over the inferred.
     """
 
@@ -49,8 +49,6 @@ class ParquetSchemaGen(base_beam_component.BaseBeamComponent):
                  exclude_columns: Optional[List[str]] = None):
         if (examples is None) == (input_base is None):
             raise ValueError("give exactly one of `examples` and `input_base`")
-        if statistics and examples is None:
-            raise ValueError("statistics=True samples the Examples: give `examples`")
         super().__init__(ParquetSchemaGenSpec(
             examples=examples, input_base=input_base, label=label, curated_schema=curated_schema,
             statistics=int(statistics), sample_rows=sample_rows,

@@ -11,6 +11,7 @@ from tfx.types import artifact_utils
 from tfx.utils import io_utils
 
 from tfx_tabular import schemas
+from tfx_tabular.parquet_source import open_dataset
 
 
 class Executor(base_beam_executor.BaseBeamExecutor):
@@ -24,14 +25,15 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             exclude = json.loads(exclude)
         if examples:
             summary = schemas.read_summary(artifact_utils.get_single_instance(examples).uri)
+            source = schemas.example_files(artifact_utils.get_single_instance(examples))
         else:
-            summary = schemas.summarize_parquet(exec_properties["input_base"], exclude_columns=exclude)
+            source = open_dataset(exec_properties["input_base"], exclude_columns=exclude)
+            summary = source.summary()
         schema = schemas.infer_schema(summary, label=exec_properties.get("label") or None)
         output = artifact_utils.get_single_instance(output_dict["schema"])
         if exec_properties.get("statistics"):
-            files = schemas.example_files(artifact_utils.get_single_instance(examples))
             schema, report = schemas.statistics_overlay(
-                files, exec_properties.get("sample_rows") or 100_000,
+                source, exec_properties.get("sample_rows") or 100_000,
                 exec_properties.get("max_vocabulary_size") or 1_000,
                 self._beam_pipeline_args or [], base=schema)
             output.set_int_custom_property("statistics_rows", report.rows)
