@@ -1,7 +1,7 @@
 """tfx-tabular: train TensorFlow models on partitioned Parquet larger than memory, in TFX.
 
 Public API: `tfx_tabular.components` (ParquetExampleGen, ParquetSchemaGen), `tfx_tabular.schemas`,
-and `tfx_tabular.feature_spec(schema)`. Imports are lazy: `import tfx_tabular` loads no TensorFlow.
+`tfx_tabular.feature_spec(schema)` and `tfx_tabular.input_fn(file_pattern, schema, batch_size)`. Imports are lazy: `import tfx_tabular` loads no TensorFlow.
 """
 __version__ = "0.1.0"
 
@@ -15,3 +15,10 @@ def feature_spec(schema, environment=None, exclude=()):
     if isinstance(schema, str):
         schema = schemas.load_schema(schema)
     return _feature_spec(schema, environment, exclude)
+
+
+def input_fn(file_pattern, schema, batch_size, label_key=None, **options):
+    """A tf.data pipeline of (features, label) batches; see `tfx_tabular.input.input_fn`."""
+    from tfx_tabular.input import input_fn as _input_fn
+
+    return _input_fn(file_pattern, schema, batch_size, label_key, **options)

@@ -4,6 +4,7 @@ import importlib
 _COMPONENTS = {
     "ParquetExampleGen": "tfx_tabular.components.parquet_example_gen.component",
     "ParquetSchemaGen": "tfx_tabular.components.parquet_schema_gen.component",
+    "TabularTrainer": "tfx_tabular.components.tabular_trainer.component",
 }
 __all__ = sorted(_COMPONENTS)
 

@@ -1,0 +1,96 @@
+"""TabularTrainer's executor: resolves artifacts and properties, then calls `training.train`."""
+from __future__ import annotations
+
+import importlib
+from typing import Any, Dict, List, Optional
+
+import tensorflow as tf
+from tfx.dsl.components.base import base_executor
+from tfx.proto import trainer_pb2
+from tfx.types import artifact_utils
+from tfx.utils import import_utils, path_utils, proto_utils
+
+from tfx_tabular import schemas
+
+
+def load_model_fn(model_fn: Optional[str], module_file: Optional[str]):
+    """The user's model function: from an import path "pkg.module:function", or `model_fn` in a
+    module file. Model code is only ever loaded from these two configured places."""
+    if model_fn:
+        module, _, name = model_fn.partition(":")
+        if not name:
+            raise ValueError(f"model_fn must look like 'package.module:function', not {model_fn!r}")
+        return getattr(importlib.import_module(module), name)
+    if module_file:
+        return import_utils.import_func_from_source(module_file, "model_fn")
+    return None
+
+
+def row_counts(examples) -> Dict[str, int]:
+    counts = examples.get_json_value_custom_property("row_counts")
+    if not counts:
+        raise ValueError(f"Examples {examples.uri} record no row_counts: they were not written by "
+                         "ParquetExampleGen, so steps per epoch cannot be known without a data pass")
+    return {k: int(v) for k, v in counts.items()}
+
+
+class Executor(base_executor.BaseExecutor):
+    def Do(self, input_dict: Dict[str, List], output_dict: Dict[str, List],
+           exec_properties: Dict[str, Any]) -> None:
+        from tfx_tabular import training
+
+        examples = artifact_utils.get_single_instance(input_dict["examples"])
+        schema = schemas.load_schema(artifact_utils.get_single_instance(input_dict["schema"]).uri)
+        transform_output = None
+        if input_dict.get("transform_graph"):
+            import tensorflow_transform as tft
+            transform_output = tft.TFTransformOutput(
+                artifact_utils.get_single_instance(input_dict["transform_graph"]).uri)
+        train_args = proto_utils.json_to_proto(exec_properties["train_args"], trainer_pb2.TrainArgs())
+        eval_args = proto_utils.json_to_proto(exec_properties["eval_args"], trainer_pb2.EvalArgs())
+        train_split = (train_args.splits or ["train"])[0]
+        eval_split = (eval_args.splits or ["eval"])[0]
+
+        counts = row_counts(examples)
+        batch_size = exec_properties.get("batch_size") or 1024
+        steps_per_epoch = max(1, counts[train_split] // batch_size)
+        files = {split: sorted(tf.io.gfile.glob(
+            f"{artifact_utils.get_split_uri([examples], split)}/*"))
+            for split in (train_split, eval_split)}
+
+        gpus = training.configure_gpus(memory_limit_mb=exec_properties.get("gpu_memory_limit_mb"))
+        strategy = training.choose_strategy(exec_properties.get("distribution") or "auto")
+        model = artifact_utils.get_single_instance(output_dict["model"])
+        model_run = artifact_utils.get_single_instance(output_dict["model_run"])
+
+        def report(stats):
+            print(f"epoch {stats.epoch}: {stats.steps} steps, loss {stats.loss:.4f}, "
+                  f"{stats.examples_per_second:,.0f} examples/s, "
+                  f"waiting on input: {stats.input_wait_fraction:.0%}", flush=True)
+
+        result = training.train(
+            files[train_split], files[eval_split], schema, model_run.uri,
+            path_utils.serving_model_dir(model.uri),
+            label=exec_properties.get("label") or None,
+            model_fn=load_model_fn(exec_properties.get("model_fn"),
+                                   exec_properties.get("module_file")),
+            batch_size=batch_size, steps_per_epoch=steps_per_epoch,
+            epochs=exec_properties.get("epochs") or 1,
+            train_steps=train_args.num_steps or None,
+            eval_steps=eval_args.num_steps or None,
+            learning_rate=exec_properties.get("learning_rate") or 1e-3,
+            cache=exec_properties.get("cache") or None, strategy=strategy,
+            mixed_precision=bool(exec_properties.get("mixed_precision")),
+            transform_output=transform_output, on_epoch=report)
+
+        last = result.epochs[-1] if result.epochs else None
+        model_run.set_int_custom_property("total_steps", result.total_steps)
+        model_run.set_int_custom_property("replicas", strategy.num_replicas_in_sync)
+        model_run.set_int_custom_property("gpus", gpus)
+        if last:
+            model_run.set_float_custom_property("examples_per_second", last.examples_per_second)
+            model_run.set_float_custom_property("input_wait_fraction", last.input_wait_fraction)
+        for name, value in result.eval_metrics.items():
+            model_run.set_float_custom_property(f"eval_{name}", value)
+        model_run.set_json_value_custom_property("parsed_features",
+                                                 sorted(schemas.feature_spec(schema)))
