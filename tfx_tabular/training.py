@@ -62,9 +62,10 @@ def choose_strategy(kind: str = "auto") -> tf.distribute.Strategy:
     over several local GPUs, one GPU, else the CPU. `mirrored` / `multi_worker` / `default` force."""
     cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
     workers = len(cluster.get("worker", [])) + len(cluster.get("chief", []))
-    gpus = tf.config.list_logical_devices("GPU")
     if kind == "multi_worker" or (kind == "auto" and workers > 1):
+        # Before anything lists logical devices: collectives must be configured at start-up.
         return tf.distribute.MultiWorkerMirroredStrategy()
+    gpus = tf.config.list_logical_devices("GPU")
     if kind == "mirrored" or (kind == "auto" and len(gpus) > 1):
         devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices("CPU")]
         return tf.distribute.MirroredStrategy(devices)
