@@ -20,6 +20,7 @@ from typing import Iterator, Mapping, Optional, Sequence
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -159,7 +160,8 @@ class _FileWriter:
     """Appends bytes to a new file (through Beam's filesystems), optionally gzip-compressed."""
 
     def __init__(self, path: str, options: OutputOptions):
-        self._handle = FileSystems.create(path)
+        # UNCOMPRESSED: Beam would otherwise gzip *.gz paths a second time.
+        self._handle = FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
         self._gzip = (zlib.compressobj(options.compression_level, zlib.DEFLATED, 31)
                       if options.compression == "gzip" else None)
 
@@ -199,7 +201,9 @@ class ConvertShard(beam.DoFn):
         if self._splits.file_splits is not None:
             return np.full(len(encoded), self._split_index[self._splits.file_splits[relative]])
         if self._key_features is not None:
-            keys = batch.select(list(self._splits.keys))
+            keys = pa.RecordBatch.from_arrays(
+                [batch.column(batch.schema.get_field_index(k)) for k in self._splits.keys],
+                list(self._splits.keys))
             hashes = encoding.encode(keys, self._key_features).fingerprints()
         else:
             hashes = encoded.fingerprints()
@@ -320,7 +324,7 @@ def convert(dataset: Dataset, output_dir: str, splits: Splits = Splits(),
             options: OutputOptions = OutputOptions(),
             beam_pipeline_args: Sequence[str] = ()) -> ConversionResult:
     """Run the conversion as its own Beam pipeline and publish the splits under `output_dir`."""
-    existing = FileSystems.match([posixpath.join(output_dir, "Split-*")])[0].metadata_list
+    existing = FileSystems.match([posixpath.join(output_dir, "Split-*", "*")])[0].metadata_list
     if existing:
         raise InputError(f"{output_dir} already holds Split-* output; choose an empty folder")
     temp_dir = temp_dir_for(output_dir)

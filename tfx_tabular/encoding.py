@@ -46,24 +46,31 @@ def _validity(arr: pa.Array) -> np.ndarray:
 
 
 def _decimal_text(arr: pa.Array) -> pa.Array:
-    """Decimal → its exact text (pyarrow 10 has no decimal→string cast), vectorized."""
+    """Decimal → its exact text (pyarrow 10 has no decimal→string cast), vectorized.
+
+    Values whose unscaled integer fits in int64 (up to 18 digits) are exact; others fail."""
     scale = arr.type.scale
-    words = np.frombuffer(arr.buffers()[1], dtype=np.int64)[2 * arr.offset: 2 * (arr.offset + len(arr))]
-    low, high = words[0::2], words[1::2]
-    if not np.array_equal(high, np.where(low < 0, -1, 0)):
+    width = arr.type.byte_width // 8  # 2 words for decimal128, 4 for decimal256
+    words = np.frombuffer(arr.buffers()[1], dtype=np.int64)[
+        width * arr.offset: width * (arr.offset + len(arr))].reshape(-1, width)
+    low = words[:, 0]
+    negative = low < 0
+    if not (words[:, 1:] == np.where(negative, -1, 0)[:, None]).all():
         raise ConversionError(f"decimal value beyond 18 digits ({arr.type}) cannot be written "
                               "as text; use decimal_as='float'")
-    magnitude = pa.array(np.abs(low))
-    sign = pa.array(np.where(low < 0, "-", ""))
+    unsigned = low.view(np.uint64)
+    magnitude = np.where(negative, ~unsigned + np.uint64(1), unsigned)  # |x|, -2**63 included
+    sign = pa.array(np.where(negative, "-", ""))
     if scale <= 0:
-        text = pc.binary_join_element_wise(sign, magnitude.cast(pa.string()), "0" * -scale, "")
+        return pc.binary_join_element_wise(sign, pa.array(magnitude).cast(pa.string()),
+                                           "0" * -scale, "")
+    if scale >= 20:  # 10**scale exceeds every uint64: all digits are fractional
+        whole, frac = np.zeros_like(magnitude), magnitude
     else:
-        whole = pc.divide(magnitude, 10 ** scale).cast(pa.string())
-        frac = pc.utf8_lpad(pc.subtract(magnitude, pc.multiply(pc.divide(magnitude, 10 ** scale),
-                                                               10 ** scale)).cast(pa.string()),
-                            width=scale, padding="0")
-        text = pc.binary_join_element_wise(sign, whole, ".", frac, "")
-    return text
+        power = np.uint64(10 ** scale)
+        whole, frac = magnitude // power, magnitude % power
+    frac_text = pc.utf8_lpad(pa.array(frac).cast(pa.string()), width=scale, padding="0")
+    return pc.binary_join_element_wise(sign, pa.array(whole).cast(pa.string()), ".", frac_text, "")
 
 
 def _leaf_values(arr: pa.Array, kind: Kind, column: str):
@@ -83,9 +90,16 @@ def _leaf_values(arr: pa.Array, kind: Kind, column: str):
         if pa.types.is_decimal(t):
             arr = arr.cast(pa.float64())
         # float64 → float32 keeps float32's precision and range (out-of-range → ±inf).
-        return arr.to_numpy(zero_copy_only=False).astype(np.float32), None
+        with np.errstate(over="ignore"):
+            return arr.to_numpy(zero_copy_only=False).astype(np.float32), None
     if pa.types.is_null(t):
         return np.zeros(1, np.int64), np.zeros(0, np.uint8)
+    if pa.types.is_fixed_size_binary(t):
+        # No cast: pyarrow 10 crashes casting a sliced fixed_size_binary array.
+        size = t.byte_width
+        data = np.frombuffer(arr.buffers()[1], dtype=np.uint8)[
+            size * arr.offset: size * (arr.offset + len(arr))]
+        return np.arange(len(arr) + 1, dtype=np.int64) * size, data
     if pa.types.is_decimal(t):
         arr = _decimal_text(arr)
     arr = arr.cast(pa.large_binary())
@@ -93,6 +107,13 @@ def _leaf_values(arr: pa.Array, kind: Kind, column: str):
     offsets = np.frombuffer(offsets_buf, dtype=np.int64)[arr.offset: arr.offset + len(arr) + 1]
     data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
     return offsets, data
+
+
+def _flatten(arr: pa.Array) -> pa.Array:
+    # pyarrow 10's list_flatten fails on an all-null list array whose nulls hold child values.
+    if arr.null_count == len(arr):
+        return arr.values.slice(0, 0)
+    return pc.list_flatten(arr)
 
 
 def _list_lengths(arr: pa.Array) -> np.ndarray:
@@ -121,7 +142,7 @@ def feature_values(column: pa.Array, feature: Feature, partitions: Sequence[Feat
             if not nested:
                 top_valid = _validity(arr)
             levels.append(_cumulative(_list_lengths(arr)))
-            arr = pc.list_flatten(arr)
+            arr = _flatten(arr)
         else:
             arr = arr.flatten()[arr.type.get_field_index(step)]
     arr = _decoded(arr)

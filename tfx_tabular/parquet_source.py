@@ -50,13 +50,16 @@ class ColumnStats:
         return ColumnStats(nulls, min(lows) if both else None, max(highs) if both else None)
 
 
-def _footer_stats(metadata: pq.FileMetaData) -> tuple[tuple[str, ColumnStats], ...]:
+def _footer_stats(metadata: pq.FileMetaData,
+                  schema: pa.Schema) -> tuple[tuple[str, ColumnStats], ...]:
+    # Leaf statistics describe rows only for flat top-level columns (names may contain dots).
+    flat = {f.name for f in schema if not pa.types.is_nested(f.type)}
     stats: dict[str, ColumnStats] = {}
     for g in range(metadata.num_row_groups):
         group = metadata.row_group(g)
         for c in range(group.num_columns):
             column = group.column(c)
-            if "." in column.path_in_schema:  # nested: leaf statistics do not describe rows
+            if column.path_in_schema not in flat:
                 continue
             st = column.statistics
             numeric = (st is not None and st.has_min_max
@@ -243,7 +246,7 @@ def _read_footer(filesystem: pafs.FileSystem, base: str, info: pafs.FileInfo) ->
         num_rows=metadata.num_rows,
         row_group_rows=tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)),
         schema=schema.remove_metadata(), size=info.size, mtime_ns=info.mtime_ns or 0,
-        column_stats=_footer_stats(metadata))
+        column_stats=_footer_stats(metadata, schema))
 
 
 def _signature(field: pa.Field, decimal_as: str):

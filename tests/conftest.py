@@ -1,0 +1,72 @@
+"""Shared fixtures: small Parquet datasets written once per session (tests must not modify them)."""
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+# A single in-process worker: a Beam pipeline then takes well under a second.
+IN_MEMORY_BEAM = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
+
+
+@pytest.fixture(scope="session")
+def demo_dataset(tmp_path_factory) -> str:
+    """The Criteo-shaped demo data: 3000 rows, day=2024-01-01..03, one file per day, row groups
+    of 500 rows (6 row groups), plus the `_SUCCESS` marker Spark leaves."""
+    from tfx_tabular import demo_data
+
+    root = str(tmp_path_factory.mktemp("demo") / "data")
+    demo_data.write_dataset(root, 3000, days=3, files_per_day=1, row_group_size=500)
+    return root
+
+
+# (region, day, first id, row count) of each data file of the hive dataset.
+HIVE_FILES = [("eu", 3, 0, 120), ("eu", 4, 120, 80), ("us", 3, 200, 150), ("us", 10, 350, 50)]
+HIVE_JUNK = {  # files Spark / Hadoop / Hive leave beside the data: never read
+    "_SUCCESS": b"",
+    "_metadata": b"not a parquet file",
+    "_common_metadata": b"PAR1 nope",
+    "region=eu/day=3/.part.parquet.crc": b"\x00\x01crc",
+    "region=us/_committed_1234": b"{}",
+    "_temporary/0/part.parquet": b"garbage",
+}
+
+
+def hive_table(first_id: int, rows: int) -> pa.Table:
+    ids = np.arange(first_id, first_id + rows, dtype=np.int64)
+    return pa.table({
+        "id": pa.array(ids),
+        "x": pa.array((ids * 0.5).astype(np.float64), mask=ids % 7 == 0),
+        "s": pa.array([f"s{i % 5}" if i % 11 else "" for i in ids]),
+        "tags": pa.array([list(range(i % 4)) if i % 13 else None for i in ids],
+                         pa.list_(pa.int64())),
+    })
+
+
+@pytest.fixture(scope="session")
+def hive_dataset(tmp_path_factory) -> str:
+    """A two-level hive dataset, `region=<eu|us>/day=<n>/part.parquet` (day 10 sorts after 4 only
+    as an integer), 400 rows with unique `id`s, row groups of 32 rows, and junk files beside it."""
+    root = tmp_path_factory.mktemp("hive") / "data"
+    for region, day, first, rows in HIVE_FILES:
+        folder = root / f"region={region}" / f"day={day}"
+        folder.mkdir(parents=True)
+        pq.write_table(hive_table(first, rows), folder / "part.parquet", row_group_size=32)
+    for name, content in HIVE_JUNK.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+    return str(root)
+
+
+@pytest.fixture(scope="session")
+def tfx_parquet_testdata() -> str:
+    """The folder of TFX's own Parquet test file (the Chicago taxi sample, 10,000 rows)."""
+    import tfx
+
+    folder = os.path.join(os.path.dirname(tfx.__file__), "components", "testdata", "external",
+                          "parquet")
+    if not os.path.exists(os.path.join(folder, "data.parquet")):
+        pytest.skip("tfx's testdata/external/parquet/data.parquet is not installed")
+    return folder
