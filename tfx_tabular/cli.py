@@ -6,7 +6,6 @@ import argparse
 import logging
 import os
 import sys
-import tempfile
 import time
 import warnings
 from typing import Optional, Sequence
@@ -62,6 +61,25 @@ def _add_conversion_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--batch-size", type=int, default=8192, help="rows per Arrow batch")
     g.add_argument("--beam-arg", action="append", default=[], metavar="ARG",
                    help="a Beam pipeline argument, e.g. --beam-arg=--direct_num_workers=2")
+
+
+def _add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--pipeline-name", default="tfx-tabular")
+    p.add_argument("--label", default="label")
+    p.add_argument("--split-by-partition", metavar="KEY",
+                   help="the last value of this partition key → eval (default: hash 2:1)")
+    p.add_argument("--curated-schema", help="a schema.pbtxt overlaid on the inferred schema")
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--train-steps", type=int, help="total training steps (overrides --epochs)")
+    p.add_argument("--batch-size", type=int, default=1024)
+    p.add_argument("--model-fn", help="package.module:function building the Keras model")
+    p.add_argument("--with-statistics", action="store_true",
+                   help="add stock StatisticsGen + ExampleValidator")
+    p.add_argument("--with-transform", action="store_true",
+                   help="add stock Transform with the schema-driven preprocessing_fn")
+    p.add_argument("--with-evaluator", action="store_true", help="add stock Evaluator")
+    p.add_argument("--no-cache", action="store_true", help="disable TFX's execution cache")
+    p.add_argument("--beam-arg", action="append", default=[], metavar="ARG")
 
 
 def _convert(args, input_base: str, output_dir: str):
@@ -129,6 +147,34 @@ def cmd_show_schema(args) -> int:
     return 0
 
 
+def _run_pipeline(args, data_root: str, pipeline_root: str) -> int:
+    from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
+
+    from tfx_tabular.pipelines import create_pipeline
+    from tfx_tabular.pipelines.pipeline import local_metadata_path
+    from tfx_tabular.pipelines.summary import print_summary
+
+    metadata_path = local_metadata_path(pipeline_root)
+    pipeline = create_pipeline(
+        args.pipeline_name, pipeline_root, os.path.abspath(data_root), label=args.label,
+        metadata_path=metadata_path, split_by_partition=args.split_by_partition,
+        curated_schema=args.curated_schema, epochs=args.epochs, train_steps=args.train_steps,
+        batch_size=args.batch_size, with_statistics=args.with_statistics,
+        with_transform=args.with_transform, with_evaluator=args.with_evaluator,
+        model_fn=args.model_fn, beam_pipeline_args=args.beam_arg, enable_cache=not args.no_cache)
+    start = time.perf_counter()
+    print(f"running pipeline {args.pipeline_name!r} with TFX's BeamDagRunner "
+          f"(ML Metadata: {metadata_path})", flush=True)
+    BeamDagRunner().run(pipeline)
+    print(f"pipeline finished in {time.perf_counter() - start:.0f} s\n")
+    print_summary(metadata_path, args.pipeline_name)
+    return 0
+
+
+def cmd_run(args) -> int:
+    return _run_pipeline(args, args.data_root, args.pipeline_root)
+
+
 def cmd_demo(args) -> int:
     from tfx_tabular import demo_data
 
@@ -138,10 +184,7 @@ def cmd_demo(args) -> int:
         print(f"generating a Criteo-shaped dataset: {args.rows:,} rows → {data}", flush=True)
         demo_data.write_dataset(data, args.rows)
         print(f"  done in {time.perf_counter() - start:.1f} s")
-    examples = tempfile.mkdtemp(prefix="examples-", dir=os.path.abspath(args.workdir))
-    _convert(args, data, examples)
-    print(f"Examples written to {examples}")
-    return 0
+    return _run_pipeline(args, data, os.path.abspath(os.path.join(args.workdir, "pipeline")))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -177,10 +220,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="schema.pbtxt, or a Schema artifact folder")
     p.set_defaults(func=cmd_show_schema)
 
+    p = sub.add_parser("run", help="run the pipeline locally with TFX's BeamDagRunner "
+                                   "(SQLite ML Metadata inside the pipeline root)")
+    p.add_argument("--data-root", required=True, help="the Parquet dataset (hive folders allowed)")
+    p.add_argument("--pipeline-root", required=True)
+    _add_pipeline_arguments(p)
+    p.set_defaults(func=cmd_run)
+
     p = sub.add_parser("demo", help="generate a Criteo-shaped demo dataset and run the pipeline")
     p.add_argument("--rows", type=int, default=200_000)
     p.add_argument("--workdir", default="out/demo")
-    _add_conversion_arguments(p)
+    _add_pipeline_arguments(p)
     p.set_defaults(func=cmd_demo)
     return parser
 

@@ -20,7 +20,7 @@ import tensorflow as tf
 import tf_keras as keras
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from tfx_tabular.input import input_fn
+from tfx_tabular.input import as_ragged, input_fn
 from tfx_tabular.schemas.infer import feature_spec, label_of
 
 log = logging.getLogger(__name__)
@@ -107,7 +107,7 @@ def export_serving_model(model: keras.Model, schema: schema_pb2.Schema, label: s
     def serve(serialized):
         features = tf.io.parse_example(serialized, raw_spec)
         if tft_layer is not None:
-            features = tft_layer(features)
+            features = as_ragged(tft_layer(features))
         return {"outputs": model(features)}
 
     tf.saved_model.save(model, export_dir, signatures={"serving_default": serve})
@@ -139,7 +139,17 @@ def train(train_files: Sequence[str], eval_files: Sequence[str], schema: schema_
     chief = _is_chief(strategy)
     if mixed_precision:
         keras.mixed_precision.set_global_policy("mixed_float16")
-    model_schema = transform_output.transformed_metadata.schema if transform_output else schema
+    model_schema = schema
+    if transform_output is not None:
+        # The transformed schema loses a passed-through label's domain, which picks the head.
+        model_schema = schema_pb2.Schema()
+        model_schema.CopyFrom(transform_output.transformed_metadata.schema)
+        raw_label = next((f for f in schema.feature if f.name == label), None)
+        for feature in model_schema.feature:
+            if raw_label is not None and feature.name == label:
+                for domain in ("int_domain", "bool_domain"):
+                    if raw_label.HasField(domain):
+                        getattr(feature, domain).CopyFrom(getattr(raw_label, domain))
     build = model_fn or build_reference_model
     per_replica = batch_size // strategy.num_replicas_in_sync
     if per_replica * strategy.num_replicas_in_sync != batch_size:

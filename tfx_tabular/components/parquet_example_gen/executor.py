@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any, Dict, List
 
 from tfx.components.util import examples_utils
@@ -54,6 +55,9 @@ class Executor(base_beam_executor.BaseBeamExecutor):
 
         self._beam_pipeline_args = convert.beam_args_with_defaults(self._beam_pipeline_args or [])
         temp_dir = convert.temp_dir_for(examples.uri)
+        print(f"ParquetExampleGen: converting {dataset.num_rows:,} rows in {len(dataset.files)} "
+              f"files into {', '.join(splits.names)}", flush=True)
+        start = time.perf_counter()
         write = convert.WriteExamples(dataset, splits, temp_dir, options)
         try:
             with self._make_beam_pipeline() as pipeline:
@@ -69,3 +73,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         examples.set_json_value_custom_property("row_counts", result.rows)
         examples.set_string_custom_property("compression", result.compression)
         examples.set_int_custom_property("num_shards", result.num_shards)
+        seconds = time.perf_counter() - start
+        examples.set_float_custom_property("conversion_seconds", seconds)
+        print(f"ParquetExampleGen: {sum(result.rows.values()):,} rows in {seconds:.1f} s "
+              f"({sum(result.rows.values()) / seconds:,.0f} rows/s)", flush=True)
