@@ -3,6 +3,7 @@ PY := .venv/bin/python
 DEMO_ROWS ?= 200000
 DEMO_DIR ?= out/demo
 BENCH_ROWS ?= 1000000
+BENCH_REPEATS ?= 2
 
 .PHONY: setup demo test bench lock clean
 
@@ -17,7 +18,7 @@ test: setup
 	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
 bench: setup
-	$(PY) -m benchmarks.run --rows $(BENCH_ROWS)
+	$(PY) -m benchmarks.run --rows $(BENCH_ROWS) --repeats $(BENCH_REPEATS)
 
 # Re-resolve uv.lock after editing pyproject.toml (needs .tools/ from `make setup`).
 lock:
