@@ -3,12 +3,13 @@
 Measured, each in a fresh child process, repeats interleaved (one pass over every configuration
 per repeat, so slow phases of a noisy machine hit all of them alike):
 
-* ours: `tfx_tabular.convert.convert` with its default options (DirectRunner, multi-processing,
-  one worker per core), compression none, gzip level 6 and gzip level 1;
+* ours: `tfx_tabular.convert.convert` with its default options (DirectRunner, one thread per
+  core), compression none, gzip level 6 and gzip level 1;
 * stock TFX 1.16: `FileBasedExampleGen` + `parquet_executor.Executor` (ReadFromParquet →
   dict_to_example → hash split → WriteSplit: Reshuffle + WriteToTFRecord, gzip), run through the
-  executor's own `Do` with the same DirectRunner flags, on a `--stock-rows` subset of the same
-  files, and once on 5x that many rows, to separate its start-up from its per-row cost;
+  executor's own `Do` in both DirectRunner modes (threads, as ours, and worker processes; every
+  ratio uses stock's faster mode), on a `--stock-rows` subset of the same files, and once on 5x
+  that many rows, to separate its start-up from its per-row cost;
 * raw bounds without Beam: a plain loop in 2 processes (halves of the files) reading the same
   Parquet batches, then tfx_bsl's RecordBatchToExamplesEncoder + tf.io.TFRecordWriter, or our
   encoder + a raw file write;
@@ -26,8 +27,9 @@ from typing import Optional
 from benchmarks import harness
 from benchmarks.harness import Context, Section, Target, median, rate, ratio
 
-# Stock ExampleGen gets exactly the flags our convert() adds when given no runner flags.
-DIRECT_RUNNER_ARGS = ["--direct_running_mode=multi_processing", "--direct_num_workers=0"]
+# Stock runs in both DirectRunner modes, one worker per core: ours' default (threads) suits its
+# start-up, processes suit its GIL-bound per-row Python. Each comparison takes its faster mode.
+STOCK_MODES = {"threads": "multi_threading", "processes": "multi_processing"}
 STOCK_SCALE = 5  # stock also runs once on STOCK_SCALE x --stock-rows (capped at --rows)
 BATCH_SIZE = 8192  # our convert()'s default batch size; the raw loops read the same batches
 READ_BATCH = 4096
@@ -74,7 +76,7 @@ def task_warm_up(input_base: str, output_dir: str) -> dict:
     return {"rows": sum(result.rows.values()), "seconds": time.perf_counter() - start}
 
 
-def task_convert_stock(input_base: str, output_dir: str, expected_rows: int) -> dict:
+def task_convert_stock(input_base: str, output_dir: str, expected_rows: int, mode: str) -> dict:
     import tensorflow as tf
     from tfx.components.example_gen import utils
     from tfx.components.example_gen.custom_executors import parquet_executor
@@ -95,7 +97,8 @@ def task_convert_stock(input_base: str, output_dir: str, expected_rows: int) -> 
     examples = standard_artifacts.Examples()
     examples.uri = output_dir
     executor = parquet_executor.Executor(
-        parquet_executor.Executor.Context(beam_pipeline_args=DIRECT_RUNNER_ARGS))
+        parquet_executor.Executor.Context(beam_pipeline_args=[
+            f"--direct_running_mode={STOCK_MODES[mode]}", "--direct_num_workers=0"]))
     start = time.perf_counter()
     executor.Do({}, {specs.EXAMPLES_KEY: [examples]}, exec_properties)
     seconds = time.perf_counter() - start
@@ -370,7 +373,7 @@ def run(ctx: Context) -> Section:
 
     ours = {name: Series(f"ours, {name}, {rows:,} rows") for name in COMPRESSIONS}
     ours_small = {n: Series(f"ours, none, {n:,} rows") for n in small_sizes}
-    stock = Series(f"stock TFX, gzip, {stock_rows:,} rows")
+    stock = {mode: Series(f"stock TFX ({mode}), gzip, {stock_rows:,} rows") for mode in STOCK_MODES}
     loops = {"tfx_bsl": Series("loop: tfx_bsl encoder + TFRecordWriter"),
              "ours": Series("loop: our encoder + file write")}
     reads = {name: Series(f"read {name}") for name in COMPRESSIONS}
@@ -384,7 +387,8 @@ def run(ctx: Context) -> Section:
                      output_dir=os.path.join(out, "warm-up"))
     shutil.rmtree(os.path.join(out, "warm-up"), ignore_errors=True)
 
-    stock_big = Series(f"stock TFX, gzip, {stock_big_rows:,} rows (1 run)") if stock_big_rows else None
+    stock_big = ({mode: Series(f"stock TFX ({mode}), gzip, {stock_big_rows:,} rows (1 run)")
+                  for mode in STOCK_MODES} if stock_big_rows else None)
     print(f"Section 1 — ExampleGen: {ctx.repeats} repeat(s), interleaved; stock on "
           f"{stock_rows:,} rows, the rest on {rows:,}", flush=True)
     for repeat in range(ctx.repeats):
@@ -427,20 +431,22 @@ def run(ctx: Context) -> Section:
             _progress(ours_small[n].label, repeat, ctx.repeats, ours_small[n].add(run.result, run))
             shutil.rmtree(target, ignore_errors=True)
 
-        target = os.path.join(out, f"stock-{repeat}")
-        run = harness.run_task(ctx, f"stock-{repeat}", "examplegen:task_convert_stock",
-                               input_base=ctx.dataset(stock_rows), output_dir=target,
-                               expected_rows=stock_rows)
-        _progress(stock.label, repeat, ctx.repeats, stock.add(run.result, run))
-        shutil.rmtree(target, ignore_errors=True)
-
-        if stock_big is not None and repeat == 0:  # one run: stock at this size takes a while
-            target = os.path.join(out, "stock-big")
-            run = harness.run_task(ctx, "stock-big", "examplegen:task_convert_stock",
-                                   input_base=ctx.dataset(stock_big_rows), output_dir=target,
-                                   expected_rows=stock_big_rows)
-            _progress(stock_big.label, repeat, ctx.repeats, stock_big.add(run.result, run))
+        for mode in rotated(list(STOCK_MODES)):
+            target = os.path.join(out, f"stock-{mode}-{repeat}")
+            run = harness.run_task(ctx, f"stock-{mode}-{repeat}", "examplegen:task_convert_stock",
+                                   input_base=ctx.dataset(stock_rows), output_dir=target,
+                                   expected_rows=stock_rows, mode=mode)
+            _progress(stock[mode].label, repeat, ctx.repeats, stock[mode].add(run.result, run))
             shutil.rmtree(target, ignore_errors=True)
+
+            if stock_big is not None and repeat == 0:  # one run: stock at this size takes a while
+                target = os.path.join(out, f"stock-big-{mode}")
+                run = harness.run_task(ctx, f"stock-big-{mode}", "examplegen:task_convert_stock",
+                                       input_base=ctx.dataset(stock_big_rows), output_dir=target,
+                                       expected_rows=stock_big_rows, mode=mode)
+                _progress(stock_big[mode].label, repeat, ctx.repeats,
+                          stock_big[mode].add(run.result, run))
+                shutil.rmtree(target, ignore_errors=True)
     shutil.rmtree(out, ignore_errors=True)
     for name in read_errors:  # unreadable in any repeat: no read figures for it at all
         reads[name].samples = []
@@ -459,10 +465,30 @@ def _share(x: float) -> str:
     return f"{x:.1%}" if x < 0.1 else f"{x:.0%}"
 
 
-def _report(ctx: Context, main: str, stock_rows: int, ours: dict, ours_small: dict, stock: Series,
-            loops: dict, reads: dict, read_errors: dict, features: Optional[int],
-            stock_big: Optional[Series]) -> Section:
+def conversion_defaults() -> list[str]:
+    from tfx_tabular import convert
+    return convert.beam_args_with_defaults([])
+
+
+def _fastest(by_mode: dict) -> Series:
+    return max(by_mode.values(), key=lambda s: s.rate)
+
+
+def _extrapolate(small: Series, big: Series, rows: int) -> Optional[tuple[float, float, float]]:
+    """(marginal rows/s, fixed s, rows/s over `rows`) from two sizes; None when too noisy."""
+    if big.seconds <= 1.2 * small.seconds:
+        return None
+    marginal = (big.rows - small.rows) / (big.seconds - small.seconds)
+    fixed = max(0.0, small.seconds - small.rows / marginal)
+    return marginal, fixed, rows / (fixed + rows / marginal)
+
+
+def _report(ctx: Context, main: str, stock_rows: int, ours: dict, ours_small: dict,
+            stock_by_mode: dict, loops: dict, reads: dict, read_errors: dict,
+            features: Optional[int], stock_big_by_mode: Optional[dict]) -> Section:
     rows = ctx.rows
+    stock = _fastest(stock_by_mode)
+    stock_big = _fastest(stock_big_by_mode) if stock_big_by_mode else None
     facts = harness.dataset_facts(main)
     default = ours["none"]
     bound = loops["tfx_bsl"]
@@ -477,10 +503,13 @@ def _report(ctx: Context, main: str, stock_rows: int, ours: dict, ours_small: di
     if stock_big is not None:
         big_n = stock_big.rows
         same_size = ours["none"] if big_n == rows else ours_small.get(big_n)
-        if stock_big.seconds > 1.2 * stock.seconds:
-            stock_marginal = (big_n - stock_rows) / (stock_big.seconds - stock.seconds)
-            stock_fixed = max(0.0, stock.seconds - stock_rows / stock_marginal)
-            stock_full = rows / (stock_fixed + rows / stock_marginal)
+        # Each mode extrapolated on its own; stock keeps the better of the two.
+        fits = {mode: fit for mode in stock_by_mode
+                if (fit := _extrapolate(stock_by_mode[mode], stock_big_by_mode[mode], rows))}
+        if fits:
+            fit_mode = max(fits, key=lambda m: fits[m][2])
+            stock_marginal, stock_fixed, stock_full = fits[fit_mode]
+            stock_fit = stock_by_mode[fit_mode]
 
     targets = [
         Target("Conversion vs stock ExampleGen",
@@ -522,11 +551,14 @@ def _report(ctx: Context, main: str, stock_rows: int, ours: dict, ours_small: di
         f"Every figure is the median of {ctx.repeats} repeat(s). Repeats are interleaved (one pass "
         "over every configuration per repeat, order rotated) and every run starts a fresh Python "
         "process. Rows/s is rows ÷ the run's timed region: for the Beam pipelines it covers "
-        "opening the dataset, building and running the pipeline (DirectRunner start-up and its "
-        "worker processes included) and publishing the output; interpreter start-up and imports "
-        "are outside it for every configuration (*process s* is the child's whole life). Both "
-        f"pipelines run on the DirectRunner with `{' '.join(DIRECT_RUNNER_ARGS)}` (one worker "
-        "process per core) and hash-split rows train 2 : eval 1. Peak memory is measured over the "
+        "opening the dataset, building and running the pipeline (DirectRunner start-up, and its "
+        "worker processes if any, included) and publishing the output; interpreter start-up and "
+        "imports are outside it for every configuration (*process s* is the child's whole life). "
+        "Ours runs with its defaults: the DirectRunner with "
+        f"`{' '.join(conversion_defaults())}` (one thread per core). Stock runs "
+        "both with those flags (threads) and with `--direct_running_mode=multi_processing` (one "
+        "worker process per core); each comparison uses its faster mode. Both hash-split rows "
+        "train 2 : eval 1. Peak memory is measured over the "
         "run's whole process tree (driver + Beam workers): the headline is the peak sum of PSS "
         "(RSS with each shared page split between the processes sharing it, sampled every "
         "250 ms), which is what the tree occupies; the peak sum of plain RSS (every 50 ms) is "
@@ -549,9 +581,11 @@ def _report(ctx: Context, main: str, stock_rows: int, ours: dict, ours_small: di
                 harness.mib(series.memory) if series.memory else "—",
                 f"{series.wall:.1f}" if series.wall else "—"]
 
-    body.append(row(stock, stock.label, "gzip"))
+    for series in stock_by_mode.values():
+        body.append(row(series, series.label, "gzip"))
+    for series in (stock_big_by_mode or {}).values():
+        body.append(row(series, series.label, "gzip"))
     if stock_big is not None:
-        body.append(row(stock_big, stock_big.label, "gzip"))
         if same_size is not None and same_size is not default:
             body.append(row(same_size, f"ours, none, the same {stock_big.rows:,} rows", "none"))
     for name, series in ours.items():
@@ -562,7 +596,7 @@ def _report(ctx: Context, main: str, stock_rows: int, ours: dict, ours_small: di
     lines.append(harness.table(head, body, "llrrrrrrr"))
     lines.append("")
     lines.append(
-        f"*vs stock*: rows/s ÷ stock ExampleGen's rows/s (stock measured on {stock_rows:,} rows). "
+        f"*vs stock*: rows/s ÷ stock ExampleGen's rows/s in its faster mode ({stock.label}). "
         f"*vs tfx_bsl loop*: rows/s ÷ the raw tfx_bsl loop's rows/s on the same {rows:,} rows. "
         "The loops use 2 forked processes, each over half of the files, reading the same Parquet "
         f"batches (`parquet_source.read_batches`, {BATCH_SIZE:,} rows) with no Beam and no "
@@ -590,7 +624,7 @@ def _report(ctx: Context, main: str, stock_rows: int, ours: dict, ours_small: di
                 f"Ours takes {s0.seconds:.1f} s for {n0:,} rows and {default.seconds:.1f} s for "
                 f"{rows:,}: a marginal {rate(marginal)} rows/s ({_share(marginal / bound.rate)} "
                 f"of the tfx_bsl loop) on top of about {fixed:.1f} s of fixed cost (DirectRunner "
-                f"job service, worker processes and their imports, publishing), which is "
+                f"job service and workers, reading footers, publishing), which is "
                 f"{_share(fixed / default.seconds)} of the {rows:,}-row run.")
         else:
             lines.append(f"Ours took {s0.seconds:.1f} s for {n0:,} rows and {default.seconds:.1f} s "
@@ -598,19 +632,21 @@ def _report(ctx: Context, main: str, stock_rows: int, ours: dict, ours_small: di
         lines.append("")
     if stock_big is not None and stock_full is not None:
         lines.append(
-            f"Stock took a median {stock.seconds:.1f} s for {stock_rows:,} rows and "
-            f"{stock_big.seconds:.1f} s for {stock_big.rows:,} (one run): a marginal "
+            f"Stock ({fit_mode}, its better extrapolation) took a median "
+            f"{stock_fit.seconds:.1f} s for {stock_rows:,} rows and "
+            f"{stock_big_by_mode[fit_mode].seconds:.1f} s for {stock_big.rows:,} (one run): a marginal "
             f"{rate(stock_marginal)} rows/s on top of about {stock_fixed:.1f} s of fixed cost. "
             f"Extrapolated to all {rows:,} rows, stock would take about "
             f"{(stock_fixed + rows / stock_marginal) / 60:.1f} min, {rate(stock_full)} rows/s end "
             f"to end, so **at equal size ours is about {ratio(default.rate / stock_full)} stock**; "
             f"measured at the same {stock_big.rows:,} rows it is "
-            f"{ratio(same_size.rate / stock_big.rate)}. The {ratio(stock_ratio)} in the targets "
-            f"compares ours on {rows:,} rows with stock on {stock_rows:,}, where stock's start-up "
-            f"is {_share(stock_fixed / stock.seconds)} of its run.")
+            f"{ratio(same_size.rate / stock_big.rate)} (stock's faster mode there). The "
+            f"{ratio(stock_ratio)} in the targets compares ours on {rows:,} rows with stock on "
+            f"{stock_rows:,}, where stock's start-up is {_share(stock_fixed / stock_fit.seconds)} "
+            f"of its run.")
         lines.append("")
     elif stock_big is not None:
-        lines.append(f"Stock took {stock.seconds:.1f} s for {stock_rows:,} rows and "
+        lines.append(f"Stock ({stock.label}) took {stock.seconds:.1f} s for {stock_rows:,} rows and "
                      f"{stock_big.seconds:.1f} s for {stock_big.rows:,} (one run): too noisy to "
                      "extrapolate stock to the full dataset.")
         lines.append("")
@@ -634,8 +670,8 @@ def _report(ctx: Context, main: str, stock_rows: int, ours: dict, ours_small: di
     lines.append("")
     lines.append(f"**10x more rows → {harness.percent(rss_growth)} peak memory** (PSS sum, "
                  f"{small_n:,} → {rows:,} rows; {harness.percent(rss_sum_growth)} by RSS sum). "
-                 f"Stock ExampleGen's process tree peaked at {harness.mib(stock.memory)} (PSS sum) "
-                 f"on {stock_rows:,} rows"
+                 f"Stock ExampleGen's process tree ({stock.label}) peaked at "
+                 f"{harness.mib(stock.memory)} (PSS sum)"
                  + (f" and {harness.mib(stock_big.memory)} on {stock_big.rows:,}"
                     if stock_big is not None else "") + ".")
     lines.append("")
@@ -681,7 +717,7 @@ def _report(ctx: Context, main: str, stock_rows: int, ours: dict, ours_small: di
                          f"{error}. The write figures above include that extra compression pass.")
             lines.append("")
 
-    notes = _notes(ctx, ours, ours_small, stock, loops, reads)
+    notes = _notes(ctx, ours, ours_small, stock_by_mode, loops, reads)
     if read_errors:
         notes.insert(0, "Unreadable outputs are left out of the read and end-to-end figures.")
     if notes:
@@ -691,10 +727,11 @@ def _report(ctx: Context, main: str, stock_rows: int, ours: dict, ours_small: di
         lines.append("")
 
     def draw_rates(ax):
-        bars = [(f"stock TFX, gzip\n({stock_rows:,} rows)", stock, "#999999")]
+        bars = [(f"stock TFX, {mode}\n({stock_rows:,} rows)", series, "#999999")
+                for mode, series in stock_by_mode.items()]
+        bars += [(f"stock TFX, {mode}\n({series.rows:,} rows, 1 run)", series, "#bbbbbb")
+                 for mode, series in (stock_big_by_mode or {}).items()]
         if stock_big is not None:
-            bars.append((f"stock TFX, gzip\n({stock_big.rows:,} rows, 1 run)", stock_big,
-                         "#bbbbbb"))
             if same_size is not None and same_size is not default:
                 bars.append((f"ours, none\n({stock_big.rows:,} rows)", same_size, "#9ecae1"))
         bars += [(f"ours, {n}\n({rows:,} rows)", s, "#3182bd") for n, s in ours.items()]
@@ -761,9 +798,10 @@ def _report(ctx: Context, main: str, stock_rows: int, ours: dict, ours_small: di
                    [draw_rates, draw_rss, draw_reads])
 
 
-def _notes(ctx, ours, ours_small, stock, loops, reads) -> list[str]:
+def _notes(ctx, ours, ours_small, stock_by_mode, loops, reads) -> list[str]:
     notes = []
-    noisy = [s.label for s in [*ours.values(), *ours_small.values(), stock, *loops.values(),
+    noisy = [s.label for s in [*ours.values(), *ours_small.values(), *stock_by_mode.values(),
+                               *loops.values(),
                                *reads.values()]
              if len(s.samples) > 1 and s.spread > 0.25]
     if noisy:

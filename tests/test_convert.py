@@ -123,7 +123,7 @@ def test_hash_splits_are_deterministic_across_runs_shards_and_workers(demo_datas
     run(dataset, tmp_path / "b")
     assert all_records(tmp_path / "b") == reference
 
-    # Other shard counts, batch sizes and worker counts; then Beam's multi-process default mode.
+    # Other shard counts, batch sizes and worker counts; then the default mode and worker processes.
     other = run(dataset, tmp_path / "c", options=OutputOptions(num_shards=5, batch_size=123),
                 args=["--direct_num_workers=2", "--direct_running_mode=in_memory"])
     assert other.num_shards == 5 and len(split_files(str(tmp_path / "c"), "train")) == 5
@@ -131,15 +131,17 @@ def test_hash_splits_are_deterministic_across_runs_shards_and_workers(demo_datas
 
 
 @pytest.mark.slow
-def test_multi_process_default_mode_writes_the_same_records(demo_dataset, tmp_path):
-    """Beam's default here: the DirectRunner in multi-process mode, one worker per core."""
+@pytest.mark.parametrize("args", [[], ["--direct_running_mode=multi_processing",
+                                       "--direct_num_workers=2"]], ids=["default", "processes"])
+def test_parallel_modes_write_the_same_records(demo_dataset, tmp_path, args):
+    """The default (one thread per core) and worker processes (DoFn pickled, as on a cluster)."""
     dataset = open_dataset(demo_dataset)
     reference = run(dataset, tmp_path / "ref")
-    default = run(dataset, tmp_path / "mp", options=OutputOptions(num_shards=4, batch_size=700),
-                  args=[])
-    assert default.rows == reference.rows and default.num_shards == 4
-    assert_published(tmp_path / "mp", ["train", "eval"])
-    assert all_records(tmp_path / "mp") == all_records(tmp_path / "ref")
+    parallel = run(dataset, tmp_path / "par", options=OutputOptions(num_shards=4, batch_size=700),
+                   args=args)
+    assert parallel.rows == reference.rows and parallel.num_shards == 4
+    assert_published(tmp_path / "par", ["train", "eval"])
+    assert all_records(tmp_path / "par") == all_records(tmp_path / "ref")
 
 
 def test_hash_by_key_columns_keeps_each_key_in_one_split(demo_dataset, tmp_path):

@@ -190,7 +190,7 @@ def _crc32c_tables() -> np.ndarray:
 _CRC_TABLES = _crc32c_tables()
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, nogil=True, inline="always")
 def _varint_size(v: np.uint64) -> int:
     n = 1
     while v >= 0x80:
@@ -199,7 +199,7 @@ def _varint_size(v: np.uint64) -> int:
     return n
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, nogil=True, inline="always")
 def _put_varint(buf, pos, v: np.uint64):
     while v >= 0x80:
         buf[pos] = np.uint8((v & np.uint64(0x7F)) | np.uint64(0x80))
@@ -209,7 +209,7 @@ def _put_varint(buf, pos, v: np.uint64):
     return pos + 1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _crc32c(buf, start, end, tables):
     crc = np.uint32(0xFFFFFFFF)
     i = start
@@ -227,13 +227,13 @@ def _crc32c(buf, start, end, tables):
     return np.uint32(((crc >> 15) | (crc << 17)) + np.uint32(0xA282EAD8))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _put_u32(buf, pos, v):
     for k in range(4):
         buf[pos + k] = np.uint8((v >> np.uint32(8 * k)) & np.uint32(0xFF))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _payload_size(kind, lo, hi, ints, bstart, bend):
     """Bytes of the values of an Int64List (packed varints) / FloatList / BytesList."""
     total = 0
@@ -249,14 +249,14 @@ def _payload_size(kind, lo, hi, ints, bstart, bend):
     return total
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, nogil=True, inline="always")
 def _list_size(kind, payload):
     if kind == 1 or payload == 0:  # BytesList is not packed; empty packed fields are omitted
         return payload
     return 1 + _varint_size(np.uint64(payload)) + payload
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _serialize(n_rows, kinds, key_headers, header_offsets, valid, splits, ints, floats, bstart,
                bend, data, framed, tables):
     """All rows' tf.Examples in one buffer; returns (buffer, record offsets).
@@ -335,7 +335,7 @@ def _serialize(n_rows, kinds, key_headers, header_offsets, valid, splits, ints, 
     return buf, record_offsets
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def fingerprints(buf, record_offsets, skip_head, skip_tail):
     """A 64-bit hash of each record's bytes: 8-byte words folded by multiply-xor, then a
     splitmix64 finish (depends on the bytes only, so the same on any machine or worker)."""
@@ -362,7 +362,7 @@ def fingerprints(buf, record_offsets, skip_head, skip_tail):
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def gather_records(buf, record_offsets, rows):
     """The bytes of records `rows`, concatenated in that order."""
     total = 0

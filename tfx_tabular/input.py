@@ -1,14 +1,15 @@
 """The tf.data input pipeline over TFRecord tf.Example shards, driven by a Schema.
 
 files (seeded per-epoch shuffle) → shard by worker at file level → parallel interleave of
-per-file blocks of `block_size` records → shuffle of blocks → rebatch to `batch_size` → shuffle
-within each batch → `parse_example` on whole batches (never per record) → projection and label
-split → optional cache → shuffle of cached batches → repeat → prefetch.
+per-file blocks of `block_size` records → shuffle of blocks → rebatch to `batch_size` →
+`parse_example` on whole batches (never per record) → projection and label split → optional
+cache → shuffle of cached batches → repeat → prefetch.
 
 Every tf.data operation here runs once per block or batch, never once per record: per-record
 `shuffle` and parallel `interleave` each cost microseconds per element, which at 300k records/s
 is most of a core (measured in `make bench`). An exact record-level shuffle is available with
-`shuffle_buffer` (records), at that cost.
+`shuffle_buffer` (records), at that cost. Records are not reordered within a batch: a batch's
+gradient does not depend on its order (each replica gets its own batches).
 """
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ def input_fn(file_pattern: Union[str, Sequence[str]],
       batch_size: rows per batch (per replica: pass the per-replica size under a strategy).
       label_key: the label feature; default: the schema's label annotation, if any.
       features: keep only these features (the ones the model uses); default all.
-      training: shuffle files, blocks and records within batches, drop the last partial batch,
+      training: shuffle files and blocks, drop the last partial batch,
         repeat `num_epochs` (None: forever); otherwise read every record once, in file order.
       block_size / block_shuffle_buffer: records per read block, and blocks in the shuffle buffer.
       shuffle_buffer: > 0 adds an exact record-level shuffle of that many records (slower).
@@ -125,9 +126,6 @@ def input_fn(file_pattern: Union[str, Sequence[str]],
     elif training and block_shuffle_buffer > 1:
         dataset = dataset.shuffle(block_shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.rebatch(batch_size, drop_remainder=training)
-    if training:
-        dataset = dataset.map(lambda records: tf.random.shuffle(records, seed=seed),
-                              num_parallel_calls=AUTOTUNE, deterministic=ordered)
 
     def parse(serialized):
         parsed = tf.io.parse_example(serialized, spec)
