@@ -794,7 +794,7 @@ def _report(ctx: Context, main: str, stock_rows: int, ours: dict, ours_small: di
         ax.set_title(f"Compression: write, read, end to end ({rows:,} rows)", fontsize=9)
         ax.legend(fontsize=7)
 
-    return Section("1. ExampleGen: Parquet → TFRecord", "\n".join(lines), targets,
+    return Section("ExampleGen: Parquet → TFRecord", "\n".join(lines), targets,
                    [draw_rates, draw_rss, draw_reads])
 
 

@@ -90,7 +90,7 @@ def write_report(ctx: harness.Context, sections: list[harness.Section], machine:
     lines.append("")
     verdict = {True: "**met**", False: "**not met**", None: "not measured"}
     lines.append(harness.table(["Section", "Target", "Goal", "Measured", "Met?"], [
-        [s.title.split(" ")[0].rstrip("."), t.name, t.goal, t.measured, verdict[t.met]]
+        [s.title.split(":")[0].split(" (")[0], t.name, t.goal, t.measured, verdict[t.met]]
         for s in sections for t in s.targets], "lllll"))
     lines.append("")
     lines.append(f"![Benchmark plots]({os.path.basename(png)})")
