@@ -87,6 +87,13 @@ def splits_by_patterns(dataset: Dataset, patterns: Mapping[str, str]) -> Splits:
             raise InputError(f"{info.path} matches the patterns of splits {matches}")
         if matches:
             file_splits[info.relative] = matches[0]
+    # As FileBasedExampleGen: a split whose pattern matches nothing is an error, not a split
+    # silently missing from the output.
+    used = set(file_splits.values())
+    empty = [f"{name}: {pattern!r}" for name, pattern in patterns.items() if name not in used]
+    if empty:
+        raise InputError(f"split patterns match no Parquet file under {dataset.base}: "
+                         f"{', '.join(empty)}")
     return Splits(file_splits=file_splits)
 
 
@@ -250,6 +257,14 @@ class WriteExamples(beam.PTransform):
     def __init__(self, dataset: Dataset, splits: Splits, temp_dir: str, options: OutputOptions):
         super().__init__()
         self._dataset, self._splits, self._temp_dir, self._options = dataset, splits, temp_dir, options
+        files = [f for f in dataset.files
+                 if splits.file_splits is None or f.relative in splits.file_splits]
+        if not sum(f.num_rows for f in files):
+            # An Examples artifact without rows only fails later and less clearly (the Trainer's
+            # steps per epoch would be 0): refuse it here, naming the files.
+            shown = ", ".join(f.relative for f in files[:5]) + (", ..." if len(files) > 5 else "")
+            raise InputError(f"no rows to convert: the {len(files)} Parquet file(s) under "
+                             f"{dataset.base} hold 0 rows ({shown})")
         self.shards = plan_shards(dataset, options.num_shards)
 
     def expand(self, pipeline):

@@ -5,7 +5,8 @@ What the footers tell, per feature:
 * type INT / FLOAT / BYTES;
 * shape [1] for a scalar column with no nulls in any file (and present in every file); shape [N]
   for a non-nullable fixed_size_list<N>; otherwise a variable number of values;
-* presence: min_fraction 1.0 when never null, else min_count 1 (as TFDV infers);
+* presence: min_fraction 1.0 when never null; min_count 1 unless the footers show every row
+  null (as TFDV infers);
 * int_domain / float_domain from footer min/max, bool_domain for bools, time_domain with the epoch
   unit for dates and timestamps, string_domain with the values of string partition columns;
 * a RaggedTensor tensor representation for nested lists (row-length partitions);
@@ -27,6 +28,7 @@ LABEL_TAG = "tfx_tabular:label"
 PARTITION_TAG = "tfx_tabular:partition"
 UNIT_TAG = "tfx_tabular:unit="
 RAGGED_GROUP = ""  # the default tensor representation group, the one TFXIO reads
+_INT64_MAX = 2 ** 63 - 1
 
 _TIME_FORMATS = {
     "D": schema_pb2.TimeDomain.UNIX_DAYS, "s": schema_pb2.TimeDomain.UNIX_SECONDS,
@@ -49,6 +51,19 @@ def _never_null(feature: Feature, summary: SourceSummary) -> bool:
     return (feature.path == () and stats is not None and stats.null_count == 0)
 
 
+def _never_present(feature: Feature, summary: SourceSummary) -> bool:
+    """The footers prove every row null (or the type is null). TFDV infers `min_count: 0` for
+    such a feature; `min_count: 1` would make ExampleValidator report the column as dropped on
+    the very data the schema came from."""
+    if pa.types.is_null(feature.leaf_type):
+        return True  # the encoder writes null-typed columns as absent in every row
+    if feature.column in summary.partition_columns or feature.path != ():
+        return False  # nested columns carry no per-row null counts in the footers
+    stats = summary.column_stats.get(feature.column)
+    return stats is not None and stats.null_count is not None \
+        and stats.null_count >= summary.num_rows
+
+
 def _set_domain(out: schema_pb2.Feature, feature: Feature, summary: SourceSummary) -> None:
     leaf = feature.leaf_type
     if pa.types.is_dictionary(leaf):
@@ -59,6 +74,10 @@ def _set_domain(out: schema_pb2.Feature, feature: Feature, summary: SourceSummar
     elif pa.types.is_timestamp(leaf) or pa.types.is_date(leaf):
         out.time_domain.integer_format = _TIME_FORMATS[feature.unit]
     elif feature.kind == Kind.INT and stats is not None and stats.min is not None:
+        if int(stats.max) > _INT64_MAX:  # a uint64 column; protobuf would raise a bare ValueError
+            raise SchemaError(f"column {feature.column!r}: uint64 values up to {int(stats.max)} "
+                              f"are above the int64 maximum {_INT64_MAX}; tf.Example cannot hold "
+                              "them (exclude the column)")
         out.int_domain.min, out.int_domain.max = int(stats.min), int(stats.max)
     elif feature.kind == Kind.FLOAT and stats is not None and stats.min is not None:
         out.float_domain.min, out.float_domain.max = float(stats.min), float(stats.max)
@@ -75,6 +94,8 @@ def infer_schema(summary: SourceSummary, label: Optional[str] = None) -> schema_
     if label is not None and label not in {f.name for f in features}:
         raise SchemaError(f"label {label!r} is not a feature (features: "
                           f"{', '.join(f.name for f in features[:20])}...)")
+    if label is not None and _never_present(next(f for f in features if f.name == label), summary):
+        raise SchemaError(f"label {label!r} is null in every row of the source")
     schema = schema_pb2.Schema()
     schema.default_environment.extend(["TRAINING", "SERVING"])
     for feature in features:
@@ -82,7 +103,8 @@ def infer_schema(summary: SourceSummary, label: Optional[str] = None) -> schema_
         never_null = _never_null(feature, summary)
         if never_null:
             out.presence.min_fraction = 1.0
-        out.presence.min_count = 1
+        if not _never_present(feature, summary):
+            out.presence.min_count = 1
         if feature.row_lengths_of is None:
             if feature.list_depth == 0 and never_null:
                 out.shape.dim.add(size=1)
@@ -126,6 +148,12 @@ def overlay(inferred: schema_pb2.Schema, curated: schema_pb2.Schema) -> schema_p
     unknown = [f.name for f in curated.feature if f.name not in by_name]
     if unknown:
         raise SchemaError(f"the curated schema names features the data does not have: {unknown}")
+    # Tensor representations name features too; an unknown one would only fail at parse time.
+    unknown = sorted({name for group, reps in curated.tensor_representation_group.items()
+                      for name in _represented(reps) if name not in by_name})
+    if unknown:
+        raise SchemaError("the curated schema's tensor representations name features the data "
+                          f"does not have: {unknown}")
     for user in curated.feature:
         target = by_name[user.name]
         if user.type and user.type != target.type:
@@ -159,6 +187,23 @@ def overlay(inferred: schema_pb2.Schema, curated: schema_pb2.Schema) -> schema_p
     for group, reps in curated.tensor_representation_group.items():
         result.tensor_representation_group[group].MergeFrom(reps)
     return result
+
+
+def _represented(group: schema_pb2.TensorRepresentationGroup) -> list[str]:
+    """The features a group of tensor representations reads."""
+    names = []
+    for rep in group.tensor_representation.values():
+        kind = rep.WhichOneof("kind")
+        if kind == "dense_tensor":
+            names.append(rep.dense_tensor.column_name)
+        elif kind == "varlen_sparse_tensor":
+            names.append(rep.varlen_sparse_tensor.column_name)
+        elif kind == "sparse_tensor":
+            names += [*rep.sparse_tensor.index_column_names, rep.sparse_tensor.value_column_name]
+        elif kind == "ragged_tensor":
+            names += rep.ragged_tensor.feature_path.step[:1]
+            names += [p.row_length for p in rep.ragged_tensor.partition if p.HasField("row_length")]
+    return names
 
 
 def _skipped(feature: schema_pb2.Feature) -> bool:

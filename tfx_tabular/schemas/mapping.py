@@ -75,7 +75,10 @@ class Feature:
     def unit(self) -> Optional[str]:
         """The epoch/time unit of an INT feature converted from a temporal type."""
         t = self.leaf_type
-        if pa.types.is_timestamp(t) or pa.types.is_time(t) or pa.types.is_duration(t):
+        if pa.types.is_time(t):
+            # pyarrow 10 hands time32/time64 types out as plain DataType, without `.unit`.
+            return str(t)[len("time32["):-1]  # "time32[ms]" → "ms"
+        if pa.types.is_timestamp(t) or pa.types.is_duration(t):
             return t.unit
         if pa.types.is_date32(t):
             return "D"
