@@ -766,12 +766,8 @@ def _report(ctx: Context, main: str, stock_rows: int, ours: dict, ours_small: di
             [(stock_big.rows, stock_big.memory)] if stock_big is not None else [])
         ax.plot([n for n, _ in stock_points], [r / 2**20 for _, r in stock_points], "^--",
                 color="#999999", label="stock TFX: process tree, PSS sum")
-        ax.set_xscale("log")
-        ax.set_ylim(bottom=0)
-        ax.set_xlabel("rows converted (log scale)")
-        ax.set_ylabel("peak memory, MiB (median)")
-        ax.set_title("Peak memory vs data size", fontsize=9)
-        ax.legend(fontsize=7)
+        harness.finish_memory_axes(ax, "rows converted (log scale)",
+                                   "peak memory, MiB (median)", "Peak memory vs data size")
 
     def draw_reads(ax):
         names = list(ours)

@@ -47,7 +47,7 @@ class Context:
         """A Criteo-shaped dataset of `rows` rows: the main one (`--rows`) or its first rows."""
         if rows not in self._datasets:
             if rows == self.rows:
-                self._datasets[rows] = _main_dataset(self.path("data"), rows)
+                self._datasets[rows] = generated_dataset(self.path("data"), rows)
             else:
                 self._datasets[rows] = _subset_dataset(self.dataset(self.rows), self.path("data"),
                                                        rows)
@@ -79,7 +79,7 @@ def _parquet_files(root: str) -> list[str]:
     return sorted(found)
 
 
-def _main_dataset(data_dir: str, rows: int) -> str:
+def generated_dataset(data_dir: str, rows: int) -> str:
     from tfx_tabular import demo_data
 
     root = os.path.join(data_dir, f"criteo-{rows}")
@@ -340,6 +340,16 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str = ""
 
 
 # --- the report ------------------------------------------------------------------------------
+
+def finish_memory_axes(ax, xlabel: str, ylabel: str, title: str) -> None:
+    """The layout the memory-against-rows panels share: log rows, memory from zero."""
+    ax.set_xscale("log")
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
+
 
 @dataclasses.dataclass
 class Target:

@@ -12,9 +12,9 @@ import shutil
 import sys
 import time
 
-from benchmarks import examplegen, harness, input_pipeline, schema_inference
+from benchmarks import examplegen, harness, input_pipeline, memory_cap, schema_inference
 
-SECTIONS = [examplegen.run, schema_inference.run, input_pipeline.run]
+SECTIONS = [examplegen.run, schema_inference.run, input_pipeline.run, memory_cap.run]
 
 
 def parse_args(argv=None) -> argparse.Namespace:
