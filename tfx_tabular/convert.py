@@ -222,7 +222,22 @@ class ConvertShard(beam.DoFn):
         writers = [_FileWriter(posixpath.join(self._temp_dir, name,
                                               shard_name(shard_index, count, self._options)),
                                self._options) for name in names]
-        rows = np.zeros(len(names), dtype=np.int64)
+        try:
+            rows = self._write_shard(shard_index, writers)
+        finally:
+            # Close on errors too: an object store would otherwise upload the partial files
+            # whenever the writers are garbage-collected — possibly after `discard` ran.
+            for writer in writers:
+                writer.close()
+        stats = {"shard": shard_index, "rows": dict(zip(names, rows.tolist()))}
+        with FileSystems.create(posixpath.join(self._temp_dir, "stats",
+                                               f"shard-{shard_index:05d}.json")) as handle:
+            handle.write(json.dumps(stats).encode())
+        yield stats
+
+    def _write_shard(self, shard_index: int, writers: list[_FileWriter]) -> np.ndarray:
+        """Encodes the shard's row groups into the split writers; returns rows per split."""
+        rows = np.zeros(len(writers), dtype=np.int64)
         for file_index, row_groups in self._shards[shard_index]:
             info = self._dataset.files[file_index]
             if self._splits.file_splits is not None and info.relative not in self._splits.file_splits:
@@ -242,13 +257,7 @@ class ConvertShard(beam.DoFn):
                         writer.write(encoding.gather_records(encoded.buffer, encoded.offsets,
                                                              chosen).tobytes())
                     rows[s] += len(chosen)
-        for writer in writers:
-            writer.close()
-        stats = {"shard": shard_index, "rows": dict(zip(names, rows.tolist()))}
-        with FileSystems.create(posixpath.join(self._temp_dir, "stats",
-                                               f"shard-{shard_index:05d}.json")) as handle:
-            handle.write(json.dumps(stats).encode())
-        yield stats
+        return rows
 
 
 class WriteExamples(beam.PTransform):
@@ -319,7 +328,7 @@ def finalize(dataset: Dataset, splits: Splits, temp_dir: str, output_dir: str,
     FileSystems.rename(sources, targets)
     with FileSystems.create(posixpath.join(output_dir, SOURCE_SCHEMA_FILE)) as handle:
         handle.write(dataset.summary().to_arrow_schema().serialize().to_pybytes())
-    FileSystems.delete([posixpath.dirname(temp_dir)])
+    delete_tree(posixpath.dirname(temp_dir))
     return ConversionResult(output_dir, rows, num_shards, options.compression)
 
 
@@ -360,6 +369,15 @@ def convert(dataset: Dataset, output_dir: str, splits: Splits = Splits(),
 
 def discard(output_dir: str) -> None:
     """Remove the temporary output of failed runs."""
-    temp_root = posixpath.join(output_dir, _TEMP_DIR)
-    if FileSystems.exists(temp_root):
-        FileSystems.delete([temp_root])
+    delete_tree(posixpath.join(output_dir, _TEMP_DIR))
+
+
+def delete_tree(folder: str) -> None:
+    """Delete a folder and everything below it, on file systems and object stores alike."""
+    if FileSystems.exists(folder):  # a real directory: deleted recursively
+        FileSystems.delete([folder])
+        return
+    # On gs:// and s3:// a folder is only a name prefix: delete the objects under it.
+    objects = FileSystems.match([folder.rstrip("/") + "/**"])[0].metadata_list
+    if objects:
+        FileSystems.delete([m.path for m in objects])

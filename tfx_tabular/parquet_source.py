@@ -213,9 +213,9 @@ def resolve_filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
         if emulator and filesystem.type_name == "gcs":
             # google-cloud-storage, and so Beam's gcsio that writes the output, sends gs:// to the
             # GCS emulator STORAGE_EMULATOR_HOST names (e.g. http://localhost:4443), anonymously.
-            # pyarrow 10's GcsFileSystem ignores that variable (it would read the real bucket, or
-            # wait for credentials), so read from the same emulator as the output goes to.
-            endpoint = urllib.parse.urlsplit(emulator if "://" in emulator else f"http://{emulator}")
+            # pyarrow 10's GcsFileSystem ignores that variable (it would read real GCS, or retry
+            # for credentials for 15 minutes), so read from the emulator the output goes to.
+            endpoint = urllib.parse.urlsplit(emulator if "://" in emulator else "http://" + emulator)
             filesystem = pafs.GcsFileSystem(anonymous=True, scheme=endpoint.scheme,
                                             endpoint_override=endpoint.netloc)
         return filesystem, path
