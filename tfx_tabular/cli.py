@@ -147,21 +147,27 @@ def cmd_show_schema(args) -> int:
     return 0
 
 
-def _run_pipeline(args, data_root: str, pipeline_root: str) -> int:
-    from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
-
+def _create_pipeline(args, data_root: str, pipeline_root: str,
+                     metadata_path: Optional[str] = None):
     from tfx_tabular.pipelines import create_pipeline
-    from tfx_tabular.pipelines.pipeline import local_metadata_path
-    from tfx_tabular.pipelines.summary import print_summary
 
-    metadata_path = local_metadata_path(pipeline_root)
-    pipeline = create_pipeline(
-        args.pipeline_name, pipeline_root, os.path.abspath(data_root), label=args.label,
+    return create_pipeline(
+        args.pipeline_name, pipeline_root, data_root, label=args.label,
         metadata_path=metadata_path, split_by_partition=args.split_by_partition,
         curated_schema=args.curated_schema, epochs=args.epochs, train_steps=args.train_steps,
         batch_size=args.batch_size, with_statistics=args.with_statistics,
         with_transform=args.with_transform, with_evaluator=args.with_evaluator,
         model_fn=args.model_fn, beam_pipeline_args=args.beam_arg, enable_cache=not args.no_cache)
+
+
+def _run_pipeline(args, data_root: str, pipeline_root: str) -> int:
+    from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
+
+    from tfx_tabular.pipelines.pipeline import local_metadata_path
+    from tfx_tabular.pipelines.summary import print_summary
+
+    metadata_path = local_metadata_path(pipeline_root)
+    pipeline = _create_pipeline(args, os.path.abspath(data_root), pipeline_root, metadata_path)
     start = time.perf_counter()
     print(f"running pipeline {args.pipeline_name!r} with TFX's BeamDagRunner "
           f"(ML Metadata: {metadata_path})", flush=True)
@@ -185,6 +191,45 @@ def cmd_demo(args) -> int:
         demo_data.write_dataset(data, args.rows)
         print(f"  done in {time.perf_counter() - start:.1f} s")
     return _run_pipeline(args, data, os.path.abspath(os.path.join(args.workdir, "pipeline")))
+
+
+def cmd_compile(args) -> int:
+    from tfx_tabular.pipelines import kubeflow
+
+    pipeline = _create_pipeline(args, args.data_root, args.pipeline_root)
+    resources = kubeflow.TrainerResources(gpus=args.gpus, gpu_type=args.gpu_type,
+                                          cpu_limit=args.cpu_limit,
+                                          memory_limit_gib=args.memory_limit)
+    compiled = kubeflow.compile_pipeline(pipeline, args.target, args.image, args.output, resources)
+    spec = compiled.get("pipelineSpec", compiled)
+    print(f"wrote {args.output}: {args.target} pipeline {spec['pipelineInfo']['name']!r}, "
+          f"{len(spec['root']['dag']['tasks'])} tasks on {args.image}, "
+          f"schemaVersion {spec['schemaVersion']}")
+    return 0
+
+
+def cmd_submit(args) -> int:
+    import json
+
+    from tfx_tabular.pipelines import kubeflow
+
+    request = kubeflow.submit(args.compiled, args.project, args.region,
+                              pipeline_root=args.pipeline_root,
+                              service_account=args.service_account,
+                              enable_caching=False if args.no_cache else None,
+                              display_name=args.display_name, dry_run=args.dry_run)
+    if args.dry_run:
+        print(json.dumps(request, indent=1, sort_keys=True))
+    else:
+        print(f"submitted {request['name']}")
+    return 0
+
+
+def cmd_run_compiled(args) -> int:
+    from tfx_tabular.pipelines import local_runner
+
+    local_runner.run_compiled(args.compiled, args.pipeline_root)
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -227,6 +272,40 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pipeline_arguments(p)
     p.set_defaults(func=cmd_run)
 
+    p = sub.add_parser("compile", help="compile the pipeline for Kubeflow Pipelines (PipelineSpec "
+                                       "YAML) or Vertex AI (PipelineJob JSON)")
+    p.add_argument("--target", choices=["kubeflow", "vertex"], required=True)
+    p.add_argument("--data-root", required=True, help="the Parquet dataset URI, as the tasks see it")
+    p.add_argument("--pipeline-root", required=True, help="artifact root URI (e.g. gs://b/root)")
+    p.add_argument("--image", required=True, help="the image every task runs (see Dockerfile)")
+    p.add_argument("-o", "--output", required=True, help="pipeline.yaml (kubeflow) or .json (vertex)")
+    g = p.add_argument_group("Trainer task resources")
+    g.add_argument("--gpus", type=int, default=0, help="GPUs for the Trainer task")
+    g.add_argument("--gpu-type", help="kubeflow: a node resource name (default nvidia.com/gpu); "
+                                      "vertex: an accelerator, e.g. NVIDIA_L4, NVIDIA_H100_80GB")
+    g.add_argument("--cpu-limit", type=float, default=0.0, help="vCPUs for the Trainer task")
+    g.add_argument("--memory-limit", type=float, default=0.0, help="GiB for the Trainer task")
+    _add_pipeline_arguments(p)
+    p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser("submit", help="submit a compiled pipeline to Vertex AI Pipelines")
+    p.add_argument("compiled", help="pipeline.json or .yaml from `compile`")
+    p.add_argument("--project", required=True)
+    p.add_argument("--region", required=True)
+    p.add_argument("--service-account")
+    p.add_argument("--pipeline-root", help="override the compiled pipeline root")
+    p.add_argument("--display-name")
+    p.add_argument("--no-cache", action="store_true", help="disable Vertex's execution cache")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the CreatePipelineJob request; no network, no credentials")
+    p.set_defaults(func=cmd_submit)
+
+    p = sub.add_parser("run-compiled", help="execute a compiled pipeline file locally, task by "
+                                            "task, as the KFP v2 launcher would")
+    p.add_argument("compiled", help="pipeline.yaml or pipeline.json from `compile`")
+    p.add_argument("--pipeline-root", required=True, help="local folder for the artifacts")
+    p.set_defaults(func=cmd_run_compiled)
+
     p = sub.add_parser("demo", help="generate a Criteo-shaped demo dataset and run the pipeline")
     p.add_argument("--rows", type=int, default=200_000)
     p.add_argument("--workdir", default="out/demo")
@@ -239,11 +318,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     quiet(args.verbose)
     from tfx_tabular.parquet_source import InputError
+    from tfx_tabular.pipelines.kubeflow import CompileError
+    from tfx_tabular.pipelines.local_runner import RunError
     from tfx_tabular.schemas.infer import SchemaError
 
     try:
         return args.func(args)
-    except (InputError, SchemaError) as e:
+    except (InputError, SchemaError, CompileError, RunError) as e:
         print(f"tfx-tabular: error: {e}", file=sys.stderr)
         return 2
 

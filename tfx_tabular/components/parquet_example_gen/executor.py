@@ -5,6 +5,8 @@ import json
 import time
 from typing import Any, Dict, List
 
+from tfx.components.example_gen import driver as tfx_driver
+from tfx.components.example_gen import utils as example_gen_utils
 from tfx.components.util import examples_utils
 from tfx.dsl.components.base import base_beam_executor
 from tfx.proto import example_gen_pb2
@@ -12,6 +14,7 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
 from tfx_tabular import convert
+from tfx_tabular.components.parquet_example_gen import driver
 
 
 def _json_property(exec_properties: Dict[str, Any], key: str):
@@ -24,12 +27,18 @@ class Executor(base_beam_executor.BaseBeamExecutor):
     def Do(self, input_dict: Dict[str, List], output_dict: Dict[str, List],
            exec_properties: Dict[str, Any]) -> None:
         self._log_startup(input_dict, output_dict, exec_properties)
+        examples = artifact_utils.get_single_instance(
+            output_dict[standard_component_specs.EXAMPLES_KEY])
+        if example_gen_utils.SPAN_PROPERTY_NAME not in exec_properties:
+            # Kubeflow and Vertex run the executor without the driver: do its work here (span,
+            # version, {SPAN} patterns, the input fingerprint on the artifact).
+            exec_properties = driver.Driver(None).resolve_exec_properties(
+                dict(exec_properties), None, None)
+            tfx_driver.update_output_artifact(exec_properties, examples.mlmd_artifact)
         input_config = proto_utils.json_to_proto(
             exec_properties[standard_component_specs.INPUT_CONFIG_KEY], example_gen_pb2.Input())
         output_config = proto_utils.json_to_proto(
             exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], example_gen_pb2.Output())
-        examples = artifact_utils.get_single_instance(
-            output_dict[standard_component_specs.EXAMPLES_KEY])
 
         hash_splits = output_config.split_config.splits
         split_keys = _json_property(exec_properties, "split_keys") or (
