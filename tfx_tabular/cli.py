@@ -148,7 +148,7 @@ def cmd_show_schema(args) -> int:
 
 
 def _create_pipeline(args, data_root: str, pipeline_root: str,
-                     metadata_path: Optional[str] = None):
+                     metadata_path: Optional[str] = None, vertex_training=None):
     from tfx_tabular.pipelines import create_pipeline
 
     return create_pipeline(
@@ -157,7 +157,8 @@ def _create_pipeline(args, data_root: str, pipeline_root: str,
         curated_schema=args.curated_schema, epochs=args.epochs, train_steps=args.train_steps,
         batch_size=args.batch_size, with_statistics=args.with_statistics,
         with_transform=args.with_transform, with_evaluator=args.with_evaluator,
-        model_fn=args.model_fn, beam_pipeline_args=args.beam_arg, enable_cache=not args.no_cache)
+        model_fn=args.model_fn, beam_pipeline_args=args.beam_arg, enable_cache=not args.no_cache,
+        vertex_training=vertex_training)
 
 
 def _run_pipeline(args, data_root: str, pipeline_root: str) -> int:
@@ -196,10 +197,24 @@ def cmd_demo(args) -> int:
 def cmd_compile(args) -> int:
     from tfx_tabular.pipelines import kubeflow
 
-    pipeline = _create_pipeline(args, args.data_root, args.pipeline_root)
-    resources = kubeflow.TrainerResources(gpus=args.gpus, gpu_type=args.gpu_type,
-                                          cpu_limit=args.cpu_limit,
-                                          memory_limit_gib=args.memory_limit)
+    vertex_training, resources = None, kubeflow.TrainerResources(
+        gpus=args.gpus, gpu_type=args.gpu_type, cpu_limit=args.cpu_limit,
+        memory_limit_gib=args.memory_limit)
+    if args.training_job_project:
+        from tfx_tabular.components.tabular_trainer.vertex import VertexTraining
+
+        try:
+            vertex_training = VertexTraining(
+                project=args.training_job_project, region=args.training_job_region,
+                image=args.image, machine_type=args.training_job_machine_type,
+                accelerator_type=args.gpu_type, accelerator_count=args.gpus,
+                replica_count=args.training_job_replicas,
+                service_account=args.training_job_service_account)
+        except ValueError as e:
+            raise kubeflow.CompileError(f"Vertex AI training job: {e}") from None
+        resources = kubeflow.TrainerResources()  # the job's machines train, not the task
+    pipeline = _create_pipeline(args, args.data_root, args.pipeline_root,
+                                vertex_training=vertex_training)
     compiled = kubeflow.compile_pipeline(pipeline, args.target, args.image, args.output, resources)
     spec = compiled.get("pipelineSpec", compiled)
     print(f"wrote {args.output}: {args.target} pipeline {spec['pipelineInfo']['name']!r}, "
@@ -285,6 +300,17 @@ def build_parser() -> argparse.ArgumentParser:
                                       "vertex: an accelerator, e.g. NVIDIA_L4, NVIDIA_H100_80GB")
     g.add_argument("--cpu-limit", type=float, default=0.0, help="vCPUs for the Trainer task")
     g.add_argument("--memory-limit", type=float, default=0.0, help="GiB for the Trainer task")
+    g = p.add_argument_group(
+        "Vertex AI training job", "train on a Vertex AI custom job instead of inside the Trainer "
+        "task (either target); --gpus / --gpu-type (a Vertex accelerator name) then size each "
+        "replica, and --image is the replicas' image")
+    g.add_argument("--training-job-project", metavar="PROJECT",
+                   help="the Google Cloud project the job runs in (turns the job on)")
+    g.add_argument("--training-job-region", metavar="REGION", help="e.g. us-central1")
+    g.add_argument("--training-job-machine-type", default="n1-standard-8", metavar="TYPE")
+    g.add_argument("--training-job-replicas", type=int, default=1, metavar="N",
+                   help="> 1: multi-worker training, one chief and N-1 workers (TF_CONFIG)")
+    g.add_argument("--training-job-service-account", metavar="SA")
     _add_pipeline_arguments(p)
     p.set_defaults(func=cmd_compile)
 

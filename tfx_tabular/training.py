@@ -76,6 +76,16 @@ def choose_strategy(kind: str = "auto") -> tf.distribute.Strategy:
     return tf.distribute.get_strategy()
 
 
+def strategy_name(strategy: tf.distribute.Strategy) -> str:
+    """The public name (TF's MultiWorkerMirroredStrategy class is CollectiveAllReduceStrategy)."""
+    for cls, name in ((tf.distribute.MultiWorkerMirroredStrategy, "MultiWorkerMirroredStrategy"),
+                      (tf.distribute.MirroredStrategy, "MirroredStrategy"),
+                      (tf.distribute.OneDeviceStrategy, "OneDeviceStrategy")):
+        if isinstance(strategy, cls):
+            return name
+    return "the default strategy"
+
+
 def _is_chief(strategy: tf.distribute.Strategy) -> bool:
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is None or not resolver.task_type:

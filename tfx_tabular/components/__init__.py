@@ -5,6 +5,7 @@ _COMPONENTS = {
     "ParquetExampleGen": "tfx_tabular.components.parquet_example_gen.component",
     "ParquetSchemaGen": "tfx_tabular.components.parquet_schema_gen.component",
     "TabularTrainer": "tfx_tabular.components.tabular_trainer.component",
+    "VertexTraining": "tfx_tabular.components.tabular_trainer.vertex",
 }
 __all__ = sorted(_COMPONENTS)
 

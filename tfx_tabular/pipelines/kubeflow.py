@@ -38,12 +38,6 @@ class TrainerResources:
     memory_limit_gib: float = 0.0
 
 
-def vertex_accelerators() -> list[str]:
-    from google.cloud.aiplatform_v1.types import AcceleratorType
-
-    return [a.name for a in AcceleratorType if a.name != "ACCELERATOR_TYPE_UNSPECIFIED"]
-
-
 def resource_spec(target: str, resources: TrainerResources):
     """The Trainer's `platform_config`, or None when no resource is asked for."""
     from kfp.pipeline_spec import pipeline_spec_pb2
@@ -54,9 +48,13 @@ def resource_spec(target: str, resources: TrainerResources):
         cpu_limit=resources.cpu_limit, memory_limit=resources.memory_limit_gib)
     if resources.gpus:
         gpu_type = resources.gpu_type or (KUBEFLOW_GPU if target == "kubeflow" else None)
-        if target == "vertex" and gpu_type not in vertex_accelerators():
-            raise CompileError(f"Vertex needs an accelerator name for --gpu-type, not {gpu_type!r} "
-                               f"(one of: {', '.join(vertex_accelerators())})")
+        if target == "vertex":
+            from tfx_tabular.components.tabular_trainer.vertex import check_accelerator
+
+            try:
+                check_accelerator(gpu_type, resources.gpus)
+            except ValueError as e:
+                raise CompileError(f"--gpu-type: {e}") from None
         spec.accelerator.type = gpu_type
         spec.accelerator.count = resources.gpus
     elif resources.gpu_type:
@@ -90,6 +88,9 @@ def compile_pipeline(pipeline, target: str, image: str, output_path: str,
     if platform_config is not None:
         if trainer is None:
             raise CompileError(f"the pipeline has no {TRAINER_ID} to give resources to")
+        if trainer.exec_properties.get("custom_config"):
+            raise CompileError(f"{TRAINER_ID} trains on a Vertex AI training job: give the "
+                               "accelerators and machine to the job, not to its launching task")
         trainer.with_platform_config(platform_config)
     runner = v2.KubeflowV2DagRunner(
         config=v2.KubeflowV2DagRunnerConfig(default_image=image, use_pipeline_spec_2_1=True))

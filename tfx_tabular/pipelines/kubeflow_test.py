@@ -145,3 +145,35 @@ def test_cli_compile_writes_the_yaml(tmp_path, capsys):
     assert "schemaVersion 2.1.0" in capsys.readouterr().out
     trainer = _strict_spec(out).root.dag.tasks["TabularTrainer"].inputs.parameters
     assert trainer["model_fn"].runtime_value.constant.string_value == "tfx_tabular.model:build_reference_model"
+
+
+def test_cli_compile_with_a_vertex_training_job(tmp_path, capsys):
+    out = tmp_path / "pipeline.json"
+    assert cli.main(["compile", "--target", "vertex", "--data-root", DATA_ROOT,
+                     "--pipeline-root", PIPELINE_ROOT, "--image", IMAGE, "-o", str(out),
+                     "--training-job-project", "p", "--training-job-region", "europe-west4",
+                     "--training-job-machine-type", "g2-standard-8", "--training-job-replicas",
+                     "3", "--gpus", "1", "--gpu-type", "NVIDIA_L4"]) == 0
+    spec = json.loads(out.read_text())["pipelineSpec"]
+    container = spec["deploymentSpec"]["executors"]["TabularTrainer_executor"]["container"]
+    assert "resources" not in container  # the job's machines train, not the launching task
+    executor_class = container["args"][container["args"].index("--executor_class_path") + 1]
+    assert executor_class == "tfx_tabular.components.tabular_trainer.vertex.Executor"
+    assert import_utils.import_class_by_path(executor_class)
+    parameters = spec["root"]["dag"]["tasks"]["TabularTrainer"]["inputs"]["parameters"]
+    config = json.loads(parameters["custom_config"]["runtimeValue"]["constant"])
+    assert config["ai_platform_vertex_region"] == "europe-west4"
+    pools = config["ai_platform_training_args"]["job_spec"]["worker_pool_specs"]
+    assert [p["replica_count"] for p in pools] == [1, 2]
+    assert pools[1]["machine_spec"] == {"machine_type": "g2-standard-8",
+                                        "accelerator_type": "NVIDIA_L4", "accelerator_count": 1}
+    assert pools[1]["container_spec"] == {"image_uri": IMAGE}
+
+
+def test_a_vertex_training_job_with_a_bad_accelerator_fails_naming_it(tmp_path, capsys):
+    assert cli.main(["compile", "--target", "vertex", "--data-root", DATA_ROOT,
+                     "--pipeline-root", PIPELINE_ROOT, "--image", IMAGE,
+                     "-o", str(tmp_path / "p.json"), "--training-job-project", "p",
+                     "--training-job-region", "r", "--gpus", "1", "--gpu-type", "T4"]) == 2
+    assert "Vertex AI training job: Vertex needs an accelerator name, not 'T4'" in (
+        capsys.readouterr().err)

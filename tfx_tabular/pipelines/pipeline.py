@@ -18,9 +18,11 @@ def create_pipeline(pipeline_name: str, pipeline_root: str, data_root: str, *,
                     with_statistics: bool = False, with_transform: bool = False,
                     preprocessing_fn: str = DEFAULT_PREPROCESSING_FN,
                     with_evaluator: bool = False, distribution: str = "auto",
-                    beam_pipeline_args: Sequence[str] = (), enable_cache: bool = True):
+                    beam_pipeline_args: Sequence[str] = (), enable_cache: bool = True,
+                    vertex_training=None):
     """A `tfx.dsl.Pipeline`. `metadata_path` (a SQLite file) is for local runs; compiled Kubeflow
-    and Vertex pipelines use their platform's ML Metadata and leave it None."""
+    and Vertex pipelines use their platform's ML Metadata and leave it None. `vertex_training` (a
+    `VertexTraining`) makes the Trainer task launch a Vertex AI custom training job."""
     from tfx import v1 as tfx
 
     from tfx_tabular.components import ParquetExampleGen, ParquetSchemaGen, TabularTrainer
@@ -47,7 +49,8 @@ def create_pipeline(pipeline_name: str, pipeline_root: str, data_root: str, *,
         transform_graph=transform.outputs["transform_graph"] if transform else None,
         train_args=tfx.proto.TrainArgs(num_steps=train_steps or 0),
         eval_args=tfx.proto.EvalArgs(num_steps=eval_steps or 0), epochs=epochs,
-        batch_size=batch_size, label=label, model_fn=model_fn, distribution=distribution)
+        batch_size=batch_size, label=label, model_fn=model_fn, distribution=distribution,
+        vertex_training=vertex_training)
     components.append(trainer)
     if with_evaluator:
         import tensorflow_model_analysis as tfma

@@ -8,8 +8,9 @@ from tfx.dsl.components.base import base_component, executor_spec
 from tfx.proto import trainer_pb2
 from tfx.types import channel, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
+from tfx.utils import json_utils
 
-from tfx_tabular.components.tabular_trainer import executor
+from tfx_tabular.components.tabular_trainer import executor, vertex
 
 
 class TabularTrainerSpec(ComponentSpec):
@@ -26,6 +27,8 @@ class TabularTrainerSpec(ComponentSpec):
         "distribution": ExecutionParameter(type=str, optional=True),
         "gpu_memory_limit_mb": ExecutionParameter(type=int, optional=True),
         "mixed_precision": ExecutionParameter(type=int, optional=True),
+        # Stock Trainer's key and format: TFX's Vertex trainer executor reads it (see vertex.py).
+        "custom_config": ExecutionParameter(type=str, optional=True),
     }
     INPUTS = {
         "examples": ChannelParameter(type=standard_artifacts.Examples),
@@ -46,7 +49,8 @@ class TabularTrainer(base_component.BaseComponent):
     ("package.module:function", called as `function(schema, label)` and returning a Keras 2
     model), from `module_file` (a file defining `model_fn`), or else the reference model built from
     the schema. `distribution`: auto (multi-worker from TF_CONFIG, mirrored over local GPUs, else
-    CPU), mirrored, multi_worker or default.
+    CPU), mirrored, multi_worker or default. `vertex_training` runs the training as a Vertex AI
+    custom job (machine type, accelerators, replicas) that the pipeline task launches and awaits.
     """
 
     SPEC_CLASS = TabularTrainerSpec
@@ -60,7 +64,8 @@ class TabularTrainer(base_component.BaseComponent):
                  model_fn: Optional[str] = None, module_file: Optional[str] = None,
                  learning_rate: float = 1e-3, cache: Optional[str] = None,
                  distribution: str = "auto", gpu_memory_limit_mb: Optional[int] = None,
-                 mixed_precision: bool = False):
+                 mixed_precision: bool = False,
+                 vertex_training: Optional[vertex.VertexTraining] = None):
         if model_fn and module_file:
             raise ValueError("give `model_fn` or `module_file`, not both")
         super().__init__(TabularTrainerSpec(
@@ -70,5 +75,9 @@ class TabularTrainer(base_component.BaseComponent):
             label=label, model_fn=model_fn, module_file=module_file, learning_rate=learning_rate,
             cache=cache, distribution=distribution, gpu_memory_limit_mb=gpu_memory_limit_mb,
             mixed_precision=int(mixed_precision),
+            custom_config=(json_utils.dumps(vertex_training.custom_config())
+                           if vertex_training else None),
             model=channel.Channel(type=standard_artifacts.Model),
-            model_run=channel.Channel(type=standard_artifacts.ModelRun)))
+            model_run=channel.Channel(type=standard_artifacts.ModelRun)),
+            custom_executor_spec=(executor_spec.ExecutorClassSpec(vertex.Executor)
+                                  if vertex_training else None))

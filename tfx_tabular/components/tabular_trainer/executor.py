@@ -60,6 +60,8 @@ class Executor(base_executor.BaseExecutor):
 
         gpus = training.configure_gpus(memory_limit_mb=exec_properties.get("gpu_memory_limit_mb"))
         strategy = training.choose_strategy(exec_properties.get("distribution") or "auto")
+        print(f"training with {training.strategy_name(strategy)}: "
+              f"{strategy.num_replicas_in_sync} replica(s), {gpus} GPU(s) here", flush=True)
         model = artifact_utils.get_single_instance(output_dict["model"])
         model_run = artifact_utils.get_single_instance(output_dict["model_run"])
 
