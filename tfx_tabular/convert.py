@@ -324,7 +324,8 @@ def finalize(dataset: Dataset, splits: Splits, temp_dir: str, output_dir: str,
             sources.append(posixpath.join(temp_dir, name, shard_name(i, num_shards, options)))
             targets.append(posixpath.join(output_dir, f"Split-{name}", shard_name(i, num_shards, options)))
     for target_dir in {posixpath.dirname(t) for t in targets}:
-        FileSystems.mkdirs(target_dir) if not FileSystems.exists(target_dir) else None
+        if not FileSystems.exists(target_dir):
+            FileSystems.mkdirs(target_dir)
     FileSystems.rename(sources, targets)
     with FileSystems.create(posixpath.join(output_dir, SOURCE_SCHEMA_FILE)) as handle:
         handle.write(dataset.summary().to_arrow_schema().serialize().to_pybytes())
