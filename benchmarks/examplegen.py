@@ -105,9 +105,10 @@ def task_convert_stock(input_base: str, output_dir: str, expected_rows: int, mod
     files = sorted(glob.glob(os.path.join(output_dir, "Split-*", "*")))
     rows = int(tf.data.TFRecordDataset(files, compression_type="GZIP")
                .reduce(0, lambda count, _: count + 1))
-    if rows != expected_rows:
-        raise RuntimeError(f"stock ExampleGen wrote {rows} rows of {expected_rows}")
-    return {"rows": rows, "seconds": seconds, "files": [os.path.relpath(f, output_dir) for f in files],
+    # Rates count the input rows; rows stock lost (seen with its multi-threaded DirectRunner)
+    # are reported, not hidden.
+    return {"rows": expected_rows, "written": rows, "seconds": seconds,
+            "files": [os.path.relpath(f, output_dir) for f in files],
             "bytes": harness.folder_bytes(output_dir, "data_tfrecord")}
 
 
@@ -352,6 +353,8 @@ def _progress(label: str, repeat: int, repeats: int, sample: dict, unit: str = "
     if "peak_rss" in sample:
         extra = (f"  peak PSS {harness.mib(sample['peak_pss']):>9}, RSS "
                  f"{harness.mib(sample['peak_rss']):>9}  (process {sample['wall']:.1f} s)")
+    if sample.get("written", sample["rows"]) != sample["rows"]:
+        extra += f"  LOST {sample['rows'] - sample['written']:,} rows"
     print(f"  [{repeat + 1}/{repeats}] {label:<40} {sample['rows']:>10,} rows  "
           f"{sample['seconds']:7.2f} s  {sample['rows'] / sample['seconds']:>10,.0f} {unit}{extra}",
           flush=True)
@@ -595,6 +598,15 @@ def _report(ctx: Context, main: str, stock_rows: int, ours: dict, ours_small: di
         body.append(row(series, f"{series.label}, {rows:,} rows", "none"))
     lines.append(harness.table(head, body, "llrrrrrrr"))
     lines.append("")
+    lost = [f"{series.label}: wrote {sample['written']:,} of {sample['rows']:,} rows"
+            for series in list(stock_by_mode.values()) + list((stock_big_by_mode or {}).values())
+            for sample in series.samples if sample["written"] != sample["rows"]]
+    if lost:
+        lines.append(f"**Stock lost rows in {len(lost)} run(s)** ({'; '.join(lost)}), counted with "
+                     "tf.data after each run; its rates above count the input rows. Ours "
+                     "checks every shard's row count against the Parquet footers before "
+                     "publishing, and every row is read back below.")
+        lines.append("")
     lines.append(
         f"*vs stock*: rows/s ÷ stock ExampleGen's rows/s in its faster mode ({stock.label}). "
         f"*vs tfx_bsl loop*: rows/s ÷ the raw tfx_bsl loop's rows/s on the same {rows:,} rows. "
