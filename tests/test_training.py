@@ -113,16 +113,21 @@ def test_trainer_killed_mid_training_resumes_with_the_same_total_steps(examples,
     args = [sys.executable, WORKER, out, schema_path, str(tmp_path / "run"),
             str(tmp_path / "model"), "default", "10", "3"]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    # Kill it after the first epoch (a checkpoint exists), mid-way through the second.
-    line = proc.stdout.readline()
-    assert line.startswith("epoch 1"), line
-    time.sleep(0.5)
+    # Kill it mid-way through the second epoch: as soon as its step-15 checkpoint exists (one
+    # every 5 steps). A fixed delay instead would race the training speed.
+    checkpoint_dir = str(tmp_path / "run" / "checkpoints")
+
+    def latest_step():
+        checkpoints = tf.train.get_checkpoint_state(checkpoint_dir)
+        return int(checkpoints.model_checkpoint_path.rsplit("-", 1)[1]) if checkpoints else 0
+
+    deadline = time.monotonic() + 300
+    while latest_step() < 15 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    checkpoints = tf.train.get_checkpoint_state(str(tmp_path / "run" / "checkpoints"))
-    assert checkpoints is not None
-    resumed_from = int(checkpoints.model_checkpoint_path.rsplit("-", 1)[1])
-    assert 10 <= resumed_from < 30
+    resumed_from = latest_step()
+    assert 15 <= resumed_from < 30
     result = subprocess.run(args, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "total_steps=30 " in result.stdout
