@@ -44,9 +44,10 @@ class Context:
         return os.path.join(self.workdir, *parts)
 
     def dataset(self, rows: int) -> str:
-        """A Criteo-shaped dataset of `rows` rows: the main one (`--rows`) or its first rows."""
+        """A Criteo-shaped dataset of `rows` rows: generated for the main one (`--rows`) and larger
+        ones, else the main one's first rows."""
         if rows not in self._datasets:
-            if rows == self.rows:
+            if rows >= self.rows:
                 self._datasets[rows] = generated_dataset(self.path("data"), rows)
             else:
                 self._datasets[rows] = _subset_dataset(self.dataset(self.rows), self.path("data"),
