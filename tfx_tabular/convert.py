@@ -9,6 +9,7 @@ A failed or killed run leaves nothing in place; a retried shard rewrites its own
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import posixpath
@@ -219,16 +220,23 @@ class ConvertShard(beam.DoFn):
     def process(self, shard_index: int) -> Iterator[dict]:
         count = len(self._shards)
         names = self._splits.names
-        writers = [_FileWriter(posixpath.join(self._temp_dir, name,
-                                              shard_name(shard_index, count, self._options)),
-                               self._options) for name in names]
+        writers = []
         try:
+            for name in names:
+                writers.append(_FileWriter(posixpath.join(
+                    self._temp_dir, name, shard_name(shard_index, count, self._options)),
+                    self._options))
             rows = self._write_shard(shard_index, writers)
-        finally:
+        except BaseException:
             # Close on errors too: an object store would otherwise upload the partial files
-            # whenever the writers are garbage-collected — possibly after `discard` ran.
+            # whenever the writers are garbage-collected, possibly after `discard` ran. A close
+            # failing now must not hide the error that names the bad file.
             for writer in writers:
-                writer.close()
+                with contextlib.suppress(Exception):
+                    writer.close()
+            raise
+        for writer in writers:
+            writer.close()
         stats = {"shard": shard_index, "rows": dict(zip(names, rows.tolist()))}
         with FileSystems.create(posixpath.join(self._temp_dir, "stats",
                                                f"shard-{shard_index:05d}.json")) as handle:
