@@ -1,6 +1,7 @@
 """input_fn, distribution strategies and fault tolerance, for real: MirroredStrategy over 2 logical
 CPU devices, MultiWorkerMirroredStrategy with 2 worker processes on loopback, and a trainer killed
 with SIGKILL mid-training that resumes and ends with the same number of steps."""
+import collections
 import json
 import os
 import pathlib
@@ -63,6 +64,32 @@ def test_input_fn_shards_files_by_worker_and_caches(examples, tmp_path):
     assert tf.io.gfile.glob(str(tmp_path / "cache") + "*")
     with pytest.raises(FileNotFoundError):
         input_fn(os.path.join(out, "nothing-*"), schema_path, 10)
+
+
+def _record_keys(dataset) -> collections.Counter:
+    def value(v):
+        if isinstance(v, tf.RaggedTensor):
+            return v.to_list()
+        if isinstance(v, tf.SparseTensor):
+            return tf.sparse.to_dense(v).numpy().tolist()
+        return v.numpy().tolist()
+
+    return collections.Counter(repr((sorted((k, value(v)) for k, v in features.items()),
+                                     value(label))) for features, label in dataset)
+
+
+def test_input_fn_shards_records_when_workers_outnumber_files(examples):
+    out, schema_path = examples
+    pattern = os.path.join(out, "Split-train", "*")
+    workers = len(tf.io.gfile.glob(pattern)) + 2
+    everything = _record_keys(input_fn(pattern, schema_path, 1, training=False))
+    shares = [_record_keys(input_fn(
+        pattern, schema_path, 1, training=True, num_epochs=1,
+        input_context=tf.distribute.InputContext(num_input_pipelines=workers,
+                                                 input_pipeline_id=worker)))
+        for worker in range(workers)]
+    assert all(shares)
+    assert sum(shares, collections.Counter()) == everything  # each record on exactly one worker
 
 
 def _run_worker(examples, tmp_path, kind, steps_per_epoch=6, epochs=2, env=None, name="run"):

@@ -108,18 +108,22 @@ def input_fn(file_pattern: Union[str, Sequence[str]],
     files = _files(file_pattern)
     compression = _compression(files)
     dataset = tf.data.Dataset.from_tensor_slices(files)
-    if input_context is not None and input_context.num_input_pipelines > 1:
-        if len(files) < input_context.num_input_pipelines:
-            raise ValueError(f"{len(files)} files cannot be sharded over "
-                             f"{input_context.num_input_pipelines} workers; write more shards")
-        dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-    if training:
-        dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-    ordered = deterministic or not training
+    workers = input_context.num_input_pipelines if input_context is not None else 1
+    # Fewer files than workers: every worker reads every file and keeps its share of record
+    # blocks, in an order all workers agree on (as tf.data's DATA auto-shard policy does).
+    shard_records = workers > 1 and len(files) < workers
+    if workers > 1 and not shard_records:
+        dataset = dataset.shard(workers, input_context.input_pipeline_id)
+    if training:  # with record sharding, every worker must shuffle the files alike
+        file_seed = 0 if shard_records and seed is None else seed
+        dataset = dataset.shuffle(len(files), seed=file_seed, reshuffle_each_iteration=True)
+    ordered = deterministic or not training or shard_records
     dataset = dataset.interleave(
         lambda f: tf.data.TFRecordDataset(f, compression_type=compression,
                                           buffer_size=8 * 1024 * 1024).batch(block_size),
         cycle_length=cycle_length, num_parallel_calls=AUTOTUNE, deterministic=ordered)
+    if shard_records:
+        dataset = dataset.shard(workers, input_context.input_pipeline_id)
     if training and shuffle_buffer > 1:
         dataset = dataset.unbatch().shuffle(shuffle_buffer, seed=seed,
                                             reshuffle_each_iteration=True).batch(block_size)

@@ -86,7 +86,7 @@ def strategy_name(strategy: tf.distribute.Strategy) -> str:
     return "the default strategy"
 
 
-def _is_chief(strategy: tf.distribute.Strategy) -> bool:
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is None or not resolver.task_type:
         return True
@@ -146,7 +146,7 @@ def train(train_files: Sequence[str], eval_files: Sequence[str], schema: schema_
     if not label:
         raise ValueError("no label: pass `label` or annotate one in the schema")
     strategy = strategy or choose_strategy()
-    chief = _is_chief(strategy)
+    chief = is_chief(strategy)
     if mixed_precision:
         keras.mixed_precision.set_global_policy("mixed_float16")
     model_schema = schema
@@ -179,11 +179,15 @@ def train(train_files: Sequence[str], eval_files: Sequence[str], schema: schema_
                         if binary else {"rmse": keras.metrics.RootMeanSquaredError(),
                                         "loss": keras.metrics.Mean("loss")})
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
-    manager = tf.train.CheckpointManager(
-        checkpoint, _writable_dir(os.path.join(run_dir, "checkpoints"), chief), max_to_keep=2)
-    if manager.latest_checkpoint:
-        checkpoint.restore(manager.latest_checkpoint)
-        log.info("resumed from %s at step %d", manager.latest_checkpoint, int(step.numpy()))
+    checkpoint_dir = os.path.join(run_dir, "checkpoints")
+    manager = tf.train.CheckpointManager(checkpoint, _writable_dir(checkpoint_dir, chief),
+                                         max_to_keep=2)
+    # Every worker resumes from the chief's checkpoints: a restarted worker starting at step 0
+    # would run more steps than the others and hang their collectives.
+    latest = tf.train.latest_checkpoint(checkpoint_dir)
+    if latest:
+        checkpoint.restore(latest)
+        log.info("resumed from %s at step %d", latest, int(step.numpy()))
 
     def dataset(files, training):
         def make(ctx: tf.distribute.InputContext):
