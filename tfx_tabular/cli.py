@@ -200,21 +200,34 @@ def cmd_compile(args) -> int:
     vertex_training, resources = None, kubeflow.TrainerResources(
         gpus=args.gpus, gpu_type=args.gpu_type, cpu_limit=args.cpu_limit,
         memory_limit_gib=args.memory_limit)
+    job_flags = {"--training-job-region": args.training_job_region,
+                 "--training-job-machine-type": args.training_job_machine_type,
+                 "--training-job-replicas": args.training_job_replicas,
+                 "--training-job-service-account": args.training_job_service_account}
+    if not args.training_job_project and any(job_flags.values()):
+        raise kubeflow.CompileError(f"{', '.join(f for f, v in job_flags.items() if v)} "
+                                    "without --training-job-project")
     if args.training_job_project:
         from tfx_tabular.components.tabular_trainer.vertex import VertexTraining
 
+        if args.cpu_limit or args.memory_limit:
+            raise kubeflow.CompileError("--cpu-limit / --memory-limit size the Trainer task; with "
+                                        "a training job, choose --training-job-machine-type")
         try:
             vertex_training = VertexTraining(
                 project=args.training_job_project, region=args.training_job_region,
-                image=args.image, machine_type=args.training_job_machine_type,
+                image=args.image, machine_type=args.training_job_machine_type or "n1-standard-8",
                 accelerator_type=args.gpu_type, accelerator_count=args.gpus,
-                replica_count=args.training_job_replicas,
+                replica_count=args.training_job_replicas or 1,
                 service_account=args.training_job_service_account)
         except ValueError as e:
             raise kubeflow.CompileError(f"Vertex AI training job: {e}") from None
         resources = kubeflow.TrainerResources()  # the job's machines train, not the task
-    pipeline = _create_pipeline(args, args.data_root, args.pipeline_root,
-                                vertex_training=vertex_training)
+    try:
+        pipeline = _create_pipeline(args, args.data_root, args.pipeline_root,
+                                    vertex_training=vertex_training)
+    except ValueError as e:  # the components' own checks, e.g. the batch over the devices
+        raise kubeflow.CompileError(str(e)) from None
     compiled = kubeflow.compile_pipeline(pipeline, args.target, args.image, args.output, resources)
     spec = compiled.get("pipelineSpec", compiled)
     print(f"wrote {args.output}: {args.target} pipeline {spec['pipelineInfo']['name']!r}, "
@@ -307,9 +320,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--training-job-project", metavar="PROJECT",
                    help="the Google Cloud project the job runs in (turns the job on)")
     g.add_argument("--training-job-region", metavar="REGION", help="e.g. us-central1")
-    g.add_argument("--training-job-machine-type", default="n1-standard-8", metavar="TYPE")
-    g.add_argument("--training-job-replicas", type=int, default=1, metavar="N",
-                   help="> 1: multi-worker training, one chief and N-1 workers (TF_CONFIG)")
+    g.add_argument("--training-job-machine-type", metavar="TYPE", help="default n1-standard-8")
+    g.add_argument("--training-job-replicas", type=int, metavar="N",
+                   help="> 1: multi-worker training, one chief and N-1 workers (TF_CONFIG); "
+                        "--batch-size must divide evenly over replicas × GPUs (default 1)")
     g.add_argument("--training-job-service-account", metavar="SA")
     _add_pipeline_arguments(p)
     p.set_defaults(func=cmd_compile)

@@ -92,6 +92,12 @@ def compile_pipeline(pipeline, target: str, image: str, output_path: str,
             raise CompileError(f"{TRAINER_ID} trains on a Vertex AI training job: give the "
                                "accelerators and machine to the job, not to its launching task")
         trainer.with_platform_config(platform_config)
+    root = pipeline.pipeline_info.pipeline_root
+    if trainer is not None and trainer.exec_properties.get("custom_config") and (
+            not str(root).startswith("gs://")):
+        raise CompileError(f"{TRAINER_ID} trains on a Vertex AI training job, whose replicas "
+                           f"read and write artifacts under the pipeline root: it must be a "
+                           f"gs:// URI, not {root}")
     runner = v2.KubeflowV2DagRunner(
         config=v2.KubeflowV2DagRunnerConfig(default_image=image, use_pipeline_spec_2_1=True))
     job = runner.run(pipeline, write_out=False)

@@ -153,7 +153,7 @@ def test_cli_compile_with_a_vertex_training_job(tmp_path, capsys):
                      "--pipeline-root", PIPELINE_ROOT, "--image", IMAGE, "-o", str(out),
                      "--training-job-project", "p", "--training-job-region", "europe-west4",
                      "--training-job-machine-type", "g2-standard-8", "--training-job-replicas",
-                     "3", "--gpus", "1", "--gpu-type", "NVIDIA_L4"]) == 0
+                     "4", "--gpus", "1", "--gpu-type", "NVIDIA_L4"]) == 0
     spec = json.loads(out.read_text())["pipelineSpec"]
     container = spec["deploymentSpec"]["executors"]["TabularTrainer_executor"]["container"]
     assert "resources" not in container  # the job's machines train, not the launching task
@@ -164,16 +164,25 @@ def test_cli_compile_with_a_vertex_training_job(tmp_path, capsys):
     config = json.loads(parameters["custom_config"]["runtimeValue"]["constant"])
     assert config["ai_platform_vertex_region"] == "europe-west4"
     pools = config["ai_platform_training_args"]["job_spec"]["worker_pool_specs"]
-    assert [p["replica_count"] for p in pools] == [1, 2]
+    assert [p["replica_count"] for p in pools] == [1, 3]
     assert pools[1]["machine_spec"] == {"machine_type": "g2-standard-8",
                                         "accelerator_type": "NVIDIA_L4", "accelerator_count": 1}
     assert pools[1]["container_spec"] == {"image_uri": IMAGE}
 
 
-def test_a_vertex_training_job_with_a_bad_accelerator_fails_naming_it(tmp_path, capsys):
-    assert cli.main(["compile", "--target", "vertex", "--data-root", DATA_ROOT,
-                     "--pipeline-root", PIPELINE_ROOT, "--image", IMAGE,
-                     "-o", str(tmp_path / "p.json"), "--training-job-project", "p",
-                     "--training-job-region", "r", "--gpus", "1", "--gpu-type", "T4"]) == 2
-    assert "Vertex AI training job: Vertex needs an accelerator name, not 'T4'" in (
-        capsys.readouterr().err)
+@pytest.mark.parametrize("flags, message", [
+    (["--training-job-project", "p", "--training-job-region", "r", "--gpus", "1",
+      "--gpu-type", "T4"], "Vertex AI training job: Vertex needs an accelerator name, not 'T4'"),
+    (["--training-job-project", "p", "--training-job-region", "r", "--training-job-replicas",
+      "3"], "batch_size 1024 is not a multiple of the 3 devices"),
+    (["--training-job-replicas", "2"], "--training-job-replicas without --training-job-project"),
+    (["--training-job-project", "p", "--training-job-region", "r", "--cpu-limit", "4"],
+     "--cpu-limit / --memory-limit size the Trainer task"),
+    (["--training-job-project", "p", "--training-job-region", "r", "--pipeline-root",
+      "/local/root"], "must be a gs:// URI, not /local/root"),
+])
+def test_bad_vertex_training_jobs_fail_naming_the_problem(flags, message, tmp_path, capsys):
+    root = [] if "--pipeline-root" in flags else ["--pipeline-root", PIPELINE_ROOT]
+    assert cli.main(["compile", "--target", "vertex", "--data-root", DATA_ROOT, "--image", IMAGE,
+                     "-o", str(tmp_path / "p.json")] + root + flags) == 2
+    assert message in capsys.readouterr().err

@@ -2,7 +2,7 @@
 standard `Model` (a serving SavedModel taking serialized tf.Examples) and `ModelRun`."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from tfx.dsl.components.base import base_component, executor_spec
 from tfx.proto import trainer_pb2
@@ -10,7 +10,10 @@ from tfx.types import channel, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 from tfx.utils import json_utils
 
-from tfx_tabular.components.tabular_trainer import executor, vertex
+from tfx_tabular.components.tabular_trainer import executor
+
+if TYPE_CHECKING:  # imported when used: it loads the Vertex AI client libraries
+    from tfx_tabular.components.tabular_trainer.vertex import VertexTraining
 
 
 class TabularTrainerSpec(ComponentSpec):
@@ -65,9 +68,15 @@ class TabularTrainer(base_component.BaseComponent):
                  learning_rate: float = 1e-3, cache: Optional[str] = None,
                  distribution: str = "auto", gpu_memory_limit_mb: Optional[int] = None,
                  mixed_precision: bool = False,
-                 vertex_training: Optional[vertex.VertexTraining] = None):
+                 vertex_training: Optional[VertexTraining] = None):
         if model_fn and module_file:
             raise ValueError("give `model_fn` or `module_file`, not both")
+        vertex_executor = None
+        if vertex_training is not None:
+            from tfx_tabular.components.tabular_trainer import vertex
+
+            vertex_training.check_batch_size(batch_size)
+            vertex_executor = executor_spec.ExecutorClassSpec(vertex.Executor)
         super().__init__(TabularTrainerSpec(
             examples=examples, schema=schema, transform_graph=transform_graph,
             train_args=train_args or trainer_pb2.TrainArgs(),
@@ -79,5 +88,4 @@ class TabularTrainer(base_component.BaseComponent):
                            if vertex_training else None),
             model=channel.Channel(type=standard_artifacts.Model),
             model_run=channel.Channel(type=standard_artifacts.ModelRun)),
-            custom_executor_spec=(executor_spec.ExecutorClassSpec(vertex.Executor)
-                                  if vertex_training else None))
+            custom_executor_spec=vertex_executor)

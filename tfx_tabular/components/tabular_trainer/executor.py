@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import importlib
+import json
+import os
 from typing import Any, Dict, List, Optional
 
 import tensorflow as tf
@@ -86,13 +88,30 @@ class Executor(base_executor.BaseExecutor):
             transform_output=transform_output, on_epoch=report)
 
         last = result.epochs[-1] if result.epochs else None
-        model_run.set_int_custom_property("total_steps", result.total_steps)
-        model_run.set_int_custom_property("replicas", strategy.num_replicas_in_sync)
-        model_run.set_int_custom_property("gpus", gpus)
+        summary = {"total_steps": int(result.total_steps),
+                   "replicas": int(strategy.num_replicas_in_sync), "gpus": int(gpus),
+                   "parsed_features": sorted(schemas.feature_spec(schema))}
         if last:
-            model_run.set_float_custom_property("examples_per_second", last.examples_per_second)
-            model_run.set_float_custom_property("input_wait_fraction", last.input_wait_fraction)
-        for name, value in result.eval_metrics.items():
-            model_run.set_float_custom_property(f"eval_{name}", value)
-        model_run.set_json_value_custom_property("parsed_features",
-                                                 sorted(schemas.feature_spec(schema)))
+            summary.update(examples_per_second=float(last.examples_per_second),
+                           input_wait_fraction=float(last.input_wait_fraction))
+        summary.update({f"eval_{name}": float(value)
+                        for name, value in result.eval_metrics.items()})
+        record_run_summary(model_run, summary)
+        if training.is_chief(strategy):
+            # A launcher running this executor elsewhere (a Vertex job) reads it back from here.
+            with tf.io.gfile.GFile(os.path.join(model_run.uri, RUN_SUMMARY_FILE), "w") as handle:
+                handle.write(json.dumps(summary))
+
+
+RUN_SUMMARY_FILE = "run_summary.json"
+
+
+def record_run_summary(model_run, summary: Dict[str, Any]) -> None:
+    """The run's figures as ModelRun custom properties (ints, floats, and JSON lists)."""
+    for name, value in summary.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            model_run.set_json_value_custom_property(name, value)
+        elif isinstance(value, int):
+            model_run.set_int_custom_property(name, value)
+        else:
+            model_run.set_float_custom_property(name, value)

@@ -9,6 +9,8 @@ TF_CONFIG on each replica when there are several (pool 0 is the chief, pool 1 th
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 from typing import Optional
 
 from tfx.extensions.google_cloud_ai_platform import constants
@@ -57,6 +59,14 @@ class VertexTraining:
             if not getattr(self, field):
                 raise ValueError(f"VertexTraining needs a {field}")
 
+    def check_batch_size(self, batch_size: int) -> None:
+        """The global batch splits evenly over every replica's accelerators (or its CPU)."""
+        devices = self.replica_count * max(1, self.accelerator_count)
+        if batch_size % devices:
+            raise ValueError(f"batch_size {batch_size} is not a multiple of the {devices} devices "
+                             f"the Vertex job trains on ({self.replica_count} replica(s) × "
+                             f"{max(1, self.accelerator_count)})")
+
     def worker_pool_specs(self) -> list[dict]:
         machine = {"machine_type": self.machine_type}
         if self.accelerator_count:
@@ -80,7 +90,17 @@ class VertexTraining:
 
 
 class Executor(vertex_trainer_executor.GenericExecutor):
-    """Launches a Vertex custom job whose replicas run TabularTrainer's executor."""
+    """Launches a Vertex custom job whose replicas run TabularTrainer's executor, then records
+    the figures the chief wrote (steps, examples/s, input wait, eval metrics) on ModelRun."""
 
     def _GetExecutorClass(self):
         return trainer_executor.Executor
+
+    def Do(self, input_dict, output_dict, exec_properties):
+        super().Do(input_dict, output_dict, exec_properties)
+        import tensorflow as tf
+
+        model_run = output_dict["model_run"][0]
+        path = os.path.join(model_run.uri, trainer_executor.RUN_SUMMARY_FILE)
+        with tf.io.gfile.GFile(path) as handle:
+            trainer_executor.record_run_summary(model_run, json.load(handle))

@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import types
 
 import pytest
 import tensorflow as tf
@@ -57,6 +58,13 @@ def test_bad_training_jobs_fail_when_the_pipeline_is_built(kwargs, message):
         _training(**kwargs)
 
 
+def test_the_batch_must_split_evenly_over_every_replicas_devices():
+    training = _training(accelerator_type="NVIDIA_L4", accelerator_count=2, replica_count=3)
+    training.check_batch_size(1200)
+    with pytest.raises(ValueError, match="not a multiple of the 6 devices"):
+        training.check_batch_size(1024)
+
+
 def test_the_trainer_runs_the_vertex_executor_with_tfx_custom_config():
     training = _training(accelerator_type="NVIDIA_L4", accelerator_count=1, replica_count=2,
                          service_account="sa@p.iam.gserviceaccount.com")
@@ -75,16 +83,26 @@ def test_the_trainer_runs_the_vertex_executor_with_tfx_custom_config():
     assert job["job_spec"]["worker_pool_specs"] == training.worker_pool_specs()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:  # all bound at once, so the ports differ
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+class _Launched(Exception):
+    """Stops the executor where it would wait for the job on Vertex."""
 
 
 @pytest.fixture
-def launched_job(tmp_path, monkeypatch):
-    """The Vertex executor run on real Examples and Schema artifacts: the CustomJob it launched,
-    and the artifacts."""
+def trainer_run(tmp_path, monkeypatch):
+    """Real Examples and Schema artifacts, the Vertex executor's arguments, and `run(launch)`:
+    runs the executor with `launch(project, training_job, ...)` in place of creating the job on
+    Vertex and waiting for it."""
     data, out = str(tmp_path / "data"), str(tmp_path / "examples")
     demo_data.write_dataset(data, 3000, days=2, files_per_day=2, row_group_size=500)
     dataset, splits = convert.plan_conversion(data)
@@ -99,26 +117,33 @@ def launched_job(tmp_path, monkeypatch):
                               infer_schema(schemas.read_summary(out), label="label"))
     model, model_run = standard_artifacts.Model(), standard_artifacts.ModelRun()
     model.uri, model_run.uri = str(tmp_path / "model"), str(tmp_path / "model_run")
-
-    launched = []
     monkeypatch.setattr(training_clients.VertexJobClient, "create_client", lambda self: setattr(
         self, "_client", aiplatform_v1.JobServiceClient(
             credentials=auth_credentials.AnonymousCredentials())))
-    monkeypatch.setattr(runner, "_launch_cloud_training", lambda **kwargs: launched.append(kwargs))
-    training = _training(replica_count=2)
     exec_properties = {
         "train_args": proto_utils.proto_to_json(trainer_pb2.TrainArgs(num_steps=6)),
         "eval_args": proto_utils.proto_to_json(trainer_pb2.EvalArgs(num_steps=2)),
         "batch_size": 64, "label": "label", "epochs": 1, "distribution": "auto",
-        "custom_config": json_utils.dumps(training.custom_config())}
-    vertex.Executor().Do({"examples": [examples], "schema": [schema]},
-                         {"model": [model], "model_run": [model_run]}, exec_properties)
+        "custom_config": json_utils.dumps(_training(replica_count=2).custom_config())}
+
+    def run(launch):
+        monkeypatch.setattr(runner, "_launch_cloud_training", launch)
+        vertex.Executor().Do({"examples": [examples], "schema": [schema]},
+                             {"model": [model], "model_run": [model_run]}, exec_properties)
+
+    return types.SimpleNamespace(run=run, model=model, model_run=model_run)
+
+
+def test_the_launched_job_is_a_valid_custom_job_running_our_executor(trainer_run):
+    launched = []
+
+    def launch(**job):
+        launched.append(job)
+        raise _Launched
+
+    with pytest.raises(_Launched):
+        trainer_run.run(launch)
     [job] = launched
-    return job, model
-
-
-def test_the_launched_job_is_a_valid_custom_job_running_our_executor(launched_job):
-    job, _ = launched_job
     assert job["project"] == "p" and job["enable_vertex"] and job["vertex_region"] == "us-central1"
     custom_job = aiplatform_v1.CustomJob(job["training_job"])  # what the API accepts
     pools = custom_job.job_spec.worker_pool_specs
@@ -132,25 +157,37 @@ def test_the_launched_job_is_a_valid_custom_job_running_our_executor(launched_jo
 
 
 @pytest.mark.slow
-def test_the_replicas_command_trains_multi_worker_and_the_chief_exports(launched_job, tmp_path):
-    """Run each pool's command as Vertex would in the image: `python` is this environment's, and
-    TF_CONFIG names pool 0 the chief and pool 1 a worker."""
-    job, model = launched_job
-    pools = job["training_job"]["job_spec"]["worker_pool_specs"]
-    cluster = {"chief": [f"127.0.0.1:{_free_port()}"], "worker": [f"127.0.0.1:{_free_port()}"]}
-    processes = []
-    for task_type, pool in zip(("chief", "worker"), pools):
-        command = [sys.executable] + pool["container_spec"]["command"][1:]
-        env = {**os.environ, "TF_CONFIG": json.dumps(
-            {"cluster": cluster, "task": {"type": task_type, "index": 0}, "environment": "cloud"})}
-        log = open(tmp_path / f"{task_type}.log", "w")
-        processes.append((task_type, log, subprocess.Popen(
-            command, env=env, stdout=log, stderr=subprocess.STDOUT)))
-    for task_type, log, process in processes:
-        code = process.wait(timeout=600)
-        log.close()
-        assert code == 0, (tmp_path / f"{task_type}.log").read_text()[-3000:]
+def test_the_replicas_train_multi_worker_and_the_figures_reach_model_run(trainer_run, tmp_path):
+    """The job run as Vertex would run it: each pool's command in the image (`python` is this
+    environment's), with TF_CONFIG naming pool 0 the chief and pool 1 a worker."""
+
+    def launch(training_job, **_):
+        pools = training_job["job_spec"]["worker_pool_specs"]
+        chief_port, worker_port = _free_ports(2)
+        cluster = {"chief": [f"127.0.0.1:{chief_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
+        processes = []
+        try:
+            for task_type, pool in zip(("chief", "worker"), pools):
+                command = [sys.executable] + pool["container_spec"]["command"][1:]
+                env = {**os.environ, "TF_CONFIG": json.dumps({
+                    "cluster": cluster, "task": {"type": task_type, "index": 0},
+                    "environment": "cloud"})}
+                with open(tmp_path / f"{task_type}.log", "w") as log:
+                    processes.append((task_type, subprocess.Popen(
+                        command, env=env, stdout=log, stderr=subprocess.STDOUT)))
+            for task_type, process in processes:
+                code = process.wait(timeout=600)
+                assert code == 0, (tmp_path / f"{task_type}.log").read_text()[-3000:]
+        finally:  # one replica failing leaves the other waiting on its collectives
+            for _, process in processes:
+                process.kill()
+
+    trainer_run.run(launch)
     chief_log = (tmp_path / "chief.log").read_text()
     assert "training with MultiWorkerMirroredStrategy: 2 replica(s)" in chief_log
-    serving = tf.saved_model.load(path_utils.serving_model_dir(model.uri))
+    serving = tf.saved_model.load(path_utils.serving_model_dir(trainer_run.model.uri))
     assert "serving_default" in serving.signatures
+    properties = trainer_run.model_run.mlmd_artifact.custom_properties
+    assert properties["total_steps"].int_value == 6
+    assert properties["replicas"].int_value == 2
+    assert "eval_auc" in properties and "input_wait_fraction" in properties
