@@ -21,7 +21,7 @@ find_python() {
   return 1
 }
 
-want="$(cat uv.lock pyproject.toml | sha256sum | cut -d' ' -f1) $*"
+want="$(cat uv.lock pyproject.toml scripts/setup.sh | sha256sum | cut -d" " -f1) $*"
 if [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
   exit 0
 fi
@@ -42,5 +42,7 @@ if [ ! -x "$UV_DIR/bin/uv" ]; then
 fi
 
 echo "setup: syncing $VENV from uv.lock with $PY"
-UV_LINK_MODE=copy "$UV_DIR/bin/uv" sync --frozen --python "$PY" "$@"
+# --compile-bytecode: with PYTHONDONTWRITEBYTECODE set (as here and in the image) nothing would
+# ever write .pyc files, and every process (Beam workers, tests) would recompile its imports.
+UV_LINK_MODE=copy "$UV_DIR/bin/uv" sync --frozen --compile-bytecode --python "$PY" "$@"
 echo "$want" > "$STAMP"
