@@ -633,3 +633,44 @@ def test_framing_of_a_large_batch_and_its_fingerprints(tmp_path):
     path = tmp_path / "data.tfrecord"
     path.write_bytes(framed.buffer.tobytes())
     assert [r.numpy() for r in tf.data.TFRecordDataset(str(path))] == unframed.records()
+
+
+# --- 6. kernels: CRC32C, fingerprints, null slots ------------------------------------------------
+
+def test_crc32c_kernels_match_the_standard_check_value_and_each_other():
+    from tfx_tabular import encoding
+    check = np.frombuffer(b"123456789", np.uint8)  # CRC32C("123456789") = 0xE3069283 (RFC 3720)
+    data = np.random.default_rng(7).integers(0, 256, 5000).astype(np.uint8)
+    kernels = [encoding._crc32c_table] + ([encoding._crc32c_sse42] if encoding._HAS_SSE42 else [])
+    for kernel in kernels:
+        assert kernel(check, 0, 9, encoding._CRC_TABLES) == 0xE3069283
+        for start, end in [(0, 5000), (3, 4999), (5, 5), (1, 8), (7, 23)]:
+            assert (kernel(data, start, end, encoding._CRC_TABLES)
+                    == encoding._crc32c_table(data, start, end, encoding._CRC_TABLES))
+
+
+def test_fingerprints_are_stable_across_versions():
+    """Hash splits put a row where its fingerprint says: changing the hash moves rows between
+    splits, so these values (from the first release) must not change."""
+    from tfx_tabular.encoding import fingerprints
+    buf = np.frombuffer(b"a tf.Example record, 8-byte words and a tail!", np.uint8)
+    assert fingerprints(buf, np.array([0, 45, 45]), 0, 0).tolist() == [
+        10918353563886088970, 17665956581633026203]
+    assert fingerprints(buf, np.array([0, 20]), 3, 2).tolist() == [12318048777212289143]
+
+
+def test_null_slots_with_leftover_values_are_written_as_nulls():
+    """Arrow lets a null slot keep bytes or a value under it; the serializer must skip it."""
+    strings = pa.Array.from_buffers(pa.string(), 3, [
+        pa.py_buffer(np.packbits([1, 0, 1], bitorder="little").tobytes()),
+        pa.py_buffer(np.array([0, 2, 6, 8], np.int32).tobytes()), pa.py_buffer(b"abLEFTcd")])
+    ints = pa.Array.from_buffers(pa.int64(), 3, [
+        pa.py_buffer(np.packbits([0, 1, 1], bitorder="little").tobytes()),
+        pa.py_buffer(np.array([99, 5, 0], np.int64).tobytes())])
+    long_name = "n" * 200  # a map entry longer than one varint byte
+    batch = pa.RecordBatch.from_arrays([strings, ints, pa.array([None, 1.5, None])],
+                                       ["s", "i", long_name])
+    rows = [parsed(r) for r in encode(batch, features_of(batch.schema)).records()]
+    assert [row["s"] for row in rows] == [_canon((BYTES, [b"ab"])), None, _canon((BYTES, [b"cd"]))]
+    assert [row["i"] for row in rows] == [None, _canon((INT, [5])), _canon((INT, [0]))]
+    assert [row[long_name] for row in rows] == [None, _canon((FLOAT, [1.5])), None]
