@@ -173,7 +173,7 @@ class _FileWriter:
         self._gzip = (zlib.compressobj(options.compression_level, zlib.DEFLATED, 31)
                       if options.compression == "gzip" else None)
 
-    def write(self, data: bytes) -> None:
+    def write(self, data) -> None:  # bytes or a uint8 array (no copy)
         self._handle.write(self._gzip.compress(data) if self._gzip else data)
 
     def close(self) -> None:
@@ -260,10 +260,10 @@ class ConvertShard(beam.DoFn):
                 for s, writer in enumerate(writers):
                     chosen = np.flatnonzero(split_ids == s)
                     if len(chosen) == len(split_ids):
-                        writer.write(encoded.buffer.tobytes())
+                        writer.write(encoded.buffer)
                     elif len(chosen):
                         writer.write(encoding.gather_records(encoded.buffer, encoded.offsets,
-                                                             chosen).tobytes())
+                                                             chosen))
                     rows[s] += len(chosen)
         return rows
 
