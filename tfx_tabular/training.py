@@ -95,9 +95,10 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
         and "chief" not in resolver.cluster_spec().as_dict())
 
 
-def _writable_dir(path: str, chief: bool) -> str:
-    # Under MultiWorkerMirroredStrategy every worker must save; only the chief's copy is kept.
-    return path if chief else tempfile.mkdtemp(prefix="worker-save-")
+def _writable_dir(path: str, scratch: Optional[tempfile.TemporaryDirectory]) -> str:
+    # Under MultiWorkerMirroredStrategy every worker must save; only the chief's copy is kept,
+    # the others write into their scratch folder, deleted when training ends.
+    return path if scratch is None else tempfile.mkdtemp(dir=scratch.name)
 
 
 def export_serving_model(model: keras.Model, schema: schema_pb2.Schema, label: str,
@@ -147,6 +148,11 @@ def train(train_files: Sequence[str], eval_files: Sequence[str], schema: schema_
         raise ValueError("no label: pass `label` or annotate one in the schema")
     strategy = strategy or choose_strategy()
     chief = is_chief(strategy)
+    # Deleted when train returns, or by its finalizer (at exit at the latest) if training fails.
+    scratch = None if chief else tempfile.TemporaryDirectory(prefix="tfx-tabular-worker-")
+    if scratch is not None:
+        log.info("not the chief: checkpoints, summaries and the export go to %s (deleted at the "
+                 "end; the chief's copy is kept)", scratch.name)
     if mixed_precision:
         keras.mixed_precision.set_global_policy("mixed_float16")
     model_schema = schema
@@ -180,7 +186,7 @@ def train(train_files: Sequence[str], eval_files: Sequence[str], schema: schema_
                                         "loss": keras.metrics.Mean("loss")})
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
     checkpoint_dir = os.path.join(run_dir, "checkpoints")
-    manager = tf.train.CheckpointManager(checkpoint, _writable_dir(checkpoint_dir, chief),
+    manager = tf.train.CheckpointManager(checkpoint, _writable_dir(checkpoint_dir, scratch),
                                          max_to_keep=2)
     # Every worker resumes from the chief's checkpoints: a restarted worker starting at step 0
     # would run more steps than the others and hang their collectives.
@@ -228,7 +234,15 @@ def train(train_files: Sequence[str], eval_files: Sequence[str], schema: schema_
         strategy.run(eval_fn, args=batch)
 
     total_steps = train_steps or steps_per_epoch * epochs
-    writer = tf.summary.create_file_writer(_writable_dir(os.path.join(run_dir, "train"), chief))
+    writer = tf.summary.create_file_writer(_writable_dir(os.path.join(run_dir, "train"), scratch))
+
+    def finished(eval_results: dict, exported: bool) -> TrainResult:
+        if scratch is not None:
+            writer.close()
+            scratch.cleanup()
+        return TrainResult(int(step.numpy()), history, eval_results,
+                           serving_model_dir if exported and chief else None)
+
     history: list[EpochStats] = []
     iterator = iter(dataset(train_files, training=True))
     while int(step.numpy()) < total_steps:
@@ -259,7 +273,7 @@ def train(train_files: Sequence[str], eval_files: Sequence[str], schema: schema_
         if on_epoch:
             on_epoch(stats)
         if stop_after_steps is not None and int(step.numpy()) >= stop_after_steps:
-            return TrainResult(int(step.numpy()), history, {}, None)
+            return finished({}, exported=False)
 
     eval_iterator = iter(dataset(eval_files, training=False))
     done = 0
@@ -271,6 +285,6 @@ def train(train_files: Sequence[str], eval_files: Sequence[str], schema: schema_
         done += 1
     results = {name: float(metric.result().numpy()) for name, metric in eval_metrics.items()}
     if serving_model_dir is not None:
-        export_dir = serving_model_dir if chief else tempfile.mkdtemp(prefix="worker-export-")
-        export_serving_model(model, schema, label, export_dir, transform_output)
-    return TrainResult(int(step.numpy()), history, results, serving_model_dir if chief else None)
+        export_serving_model(model, schema, label, _writable_dir(serving_model_dir, scratch),
+                             transform_output)
+    return finished(results, exported=serving_model_dir is not None)

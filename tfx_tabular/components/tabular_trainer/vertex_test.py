@@ -169,7 +169,9 @@ def test_the_replicas_train_multi_worker_and_the_figures_reach_model_run(trainer
         try:
             for task_type, pool in zip(("chief", "worker"), pools):
                 command = [sys.executable] + pool["container_spec"]["command"][1:]
-                env = {**os.environ, "TF_CONFIG": json.dumps({
+                scratch = tmp_path / f"{task_type}-tmp"
+                scratch.mkdir()
+                env = {**os.environ, "TMPDIR": str(scratch), "TF_CONFIG": json.dumps({
                     "cluster": cluster, "task": {"type": task_type, "index": 0},
                     "environment": "cloud"})}
                 with open(tmp_path / f"{task_type}.log", "w") as log:
@@ -185,6 +187,11 @@ def test_the_replicas_train_multi_worker_and_the_figures_reach_model_run(trainer
     trainer_run.run(launch)
     chief_log = (tmp_path / "chief.log").read_text()
     assert "training with MultiWorkerMirroredStrategy: 2 replica(s)" in chief_log
+    # Only the chief's checkpoints and export are kept: the worker wrote its own into scratch,
+    # which is gone.
+    assert "not the chief" not in chief_log
+    assert "not the chief" in (tmp_path / "worker.log").read_text()
+    assert not list((tmp_path / "worker-tmp").glob("tfx-tabular-worker-*"))
     serving = tf.saved_model.load(path_utils.serving_model_dir(trainer_run.model.uri))
     assert "serving_default" in serving.signatures
     properties = trainer_run.model_run.mlmd_artifact.custom_properties
