@@ -211,7 +211,7 @@ def task_loop(kind: str, input_base: str, output_dir: str, processes: int = 2) -
 
 
 def task_loops_then_reads(loop_kinds: list, loop_input: str, loop_output: str,
-                          read_outputs: dict, read_input: str, expected_rows: int) -> dict:
+                          read_outputs: dict, expected_rows: int) -> dict:
     """The Beam-free loops, then the tf.data reads, in one child (TensorFlow is imported once;
     the loops fork before TensorFlow has run anything)."""
     import tensorflow as tf  # noqa: F401  (before any fork)
@@ -220,38 +220,28 @@ def task_loops_then_reads(loop_kinds: list, loop_input: str, loop_output: str,
     for kind in loop_kinds:
         loops[kind] = task_loop(kind, loop_input, os.path.join(loop_output, kind))
         shutil.rmtree(os.path.join(loop_output, kind), ignore_errors=True)
-    return {"loops": loops, **task_read(read_outputs, read_input, expected_rows)}
+    return {"loops": loops, **task_read(read_outputs, expected_rows)}
 
 
-def task_read(outputs: dict, input_base: str, expected_rows: int) -> dict:
-    """tf.data read of each output: TFRecordDataset → batch → parse_example, in `outputs` order."""
+def task_read(outputs: dict, expected_rows: int) -> dict:
+    """Each output read once as the Trainer reads it: `tfx_tabular.input_fn` (evaluation mode:
+    every record once, in file order), parsing every feature, in `outputs` order."""
     import tensorflow as tf
 
-    from tfx_tabular import parquet_source
-    from tfx_tabular.schemas.mapping import Kind
+    from tfx_tabular import input_fn, schemas
+    from tfx_tabular.schemas.infer import infer_schema
 
-    dtypes = {Kind.INT: (tf.int64, 0), Kind.FLOAT: (tf.float32, 0.0), Kind.BYTES: (tf.string, b"")}
-    spec = {}
-    for f in parquet_source.open_dataset(input_base).features:
-        dtype, default = dtypes[f.kind]
-        spec[f.name] = (tf.io.FixedLenFeature([], dtype, default_value=default)
-                        if f.list_depth == 0 and f.row_lengths_of is None
-                        else tf.io.VarLenFeature(dtype))
-    results = {}
+    results, features = {}, 0
     for name, output_dir in outputs.items():
         files = sorted(glob.glob(os.path.join(output_dir, "Split-*", "data_tfrecord-*")))
         compression = "GZIP" if files[0].endswith(".gz") else ""
+        schema = infer_schema(schemas.read_summary(output_dir), label="label")
+        features = len(schemas.feature_spec(schema))
         start = time.perf_counter()
-        data = (tf.data.TFRecordDataset(files, compression_type=compression,
-                                        num_parallel_reads=tf.data.AUTOTUNE)
-                .batch(READ_BATCH)
-                .map(lambda records: tf.io.parse_example(records, spec),
-                     num_parallel_calls=tf.data.AUTOTUNE)
-                .prefetch(tf.data.AUTOTUNE))
         rows = 0
         try:
-            for batch in data:
-                rows += int(batch["label"].shape[0])
+            for _, labels in input_fn(files, schema, READ_BATCH, "label", training=False):
+                rows += int(labels.shape[0])
         except tf.errors.OpError as e:
             results[name] = {"error": _unreadable(files[0], compression, e)}
             continue
@@ -259,7 +249,7 @@ def task_read(outputs: dict, input_base: str, expected_rows: int) -> dict:
         if rows != expected_rows:
             raise RuntimeError(f"read {rows} rows of {expected_rows} from {output_dir}")
         results[name] = {"rows": rows, "seconds": seconds, "files": len(files)}
-    return {"reads": results, "features": len(spec)}
+    return {"reads": results, "features": features}
 
 
 def _unreadable(path: str, compression: str, error: Exception) -> str:
@@ -411,7 +401,7 @@ def run(ctx: Context) -> Section:
                                 loop_kinds=rotated(list(loops)), loop_input=main,
                                 loop_output=os.path.join(out, f"loops-{repeat}"),
                                 read_outputs={n: outputs[n] for n in rotated(list(COMPRESSIONS))},
-                                read_input=main, expected_rows=rows)
+                                expected_rows=rows)
         for kind, result in both.result["loops"].items():
             _progress(loops[kind].label, repeat, ctx.repeats, loops[kind].add(result))
         features = both.result["features"]
@@ -718,10 +708,13 @@ def _report(ctx: Context, main: str, stock_rows: int, ours: dict, ours_other: di
                + "".join(f"; {n}: {rate(v)}" for n, v in end_to_end.items() if n != best) + ")"
                + (" among the readable outputs." if read_errors else ".")) if best else ""
     lines.append(
-        f"Read: `tf.data.TFRecordDataset(files, num_parallel_reads=AUTOTUNE)` → "
-        f"`batch({READ_BATCH})` → `map(tf.io.parse_example, num_parallel_calls=AUTOTUNE)` → "
-        "`prefetch`, with a spec built from the features (scalars `FixedLenFeature` with a "
-        f"default, lists `VarLenFeature`), all {rows:,} rows of both splits, in one process. "
+        f"Read: as the Trainer reads, `tfx_tabular.input_fn(files, schema, {READ_BATCH}, "
+        "training=False)` (parallel block reads, batch-then-parse, prefetch) with the schema "
+        f"inferred from the output, parsing every feature, all {rows:,} rows of both splits, in "
+        "one process. (Earlier reports read with `TFRecordDataset(files, num_parallel_reads="
+        "AUTOTUNE)` → batch → parse: on 1,000,000 uncompressed rows that took 20.6 s in two "
+        "runs, its end of input signalled 5–9 s after the last batch, against 2.8–5.2 s for a "
+        "sequential `TFRecordDataset(files)` → batch → parse.) "
         f"*Write + read* is rows ÷ (median write s + median read s). {verdict}")
     lines.append("")
     if read_errors:
