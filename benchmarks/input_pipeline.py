@@ -171,16 +171,14 @@ def run(ctx: Context) -> Section:
     small_examples = ctx.path("input", "examples-small")
     harness.run_task(ctx, "input-convert-small", "schema_inference:task_convert",
                      input_base=small_data, output_dir=small_examples)
-    results: dict[str, list] = {}
-    for label, task, source in METHODS:
-        runs = []
-        for repeat in range(ctx.repeats):
+    results: dict[str, list] = {label: [] for label, _, _ in METHODS}
+    for repeat in range(ctx.repeats):  # interleaved, so drift in machine speed hits every method
+        for label, task, source in METHODS:
             params = {"examples_dir": examples} if source == "examples" else {"parquet_dir": data}
             run = harness.run_task(ctx, f"input-{task}-{repeat}", f"input_pipeline:{task}", **params)
-            runs.append(run)
+            results[label].append(run)
             print(f"  {label} {repeat + 1}/{ctx.repeats}: "
                   f"{run.result['examples_per_second']:,.0f} ex/s", flush=True)
-        results[label] = runs
     small = harness.run_task(ctx, "input-ours-small", "input_pipeline:task_ours",
                              examples_dir=small_examples)
 
@@ -197,8 +195,8 @@ def run(ctx: Context) -> Section:
     markdown = "\n".join([
         f"Criteo-shaped train split of the {ctx.rows:,}-row dataset, uncompressed shards, batch "
         f"{BATCH}, features parsed with the inferred schema's spec; each method in its own process, "
-        f"median of {ctx.repeats} runs of {BATCHES} batches after the first (slow methods: "
-        f"{SLOW_BATCHES}).", "",
+        f"median of {ctx.repeats} interleaved runs of {BATCHES} batches after the first (slow "
+        f"methods: {SLOW_BATCHES}).", "",
         harness.table(["method", "examples/s", "vs TFXIO", "of raw bound", "spread"], rows), "",
         f"Peak RSS of ours (whole process): {harness.mib(small.peak_rss)} on "
         f"{max(1000, ctx.rows // 10):,} rows, {harness.mib(big_rss)} on {ctx.rows:,} rows "
