@@ -291,8 +291,8 @@ def _put_masked_crc(buf, pos, start, end, tables):
 def _list_size(kind, payload):
     """Bytes of a value list given its payload (BytesList is not packed; empty packed lists are
     omitted)."""
-    if kind == 1 or payload <= 0:
-        return max(payload, 0)
+    if kind == 1 or payload == 0:
+        return payload
     return 1 + _varint_size(payload) + payload
 
 
@@ -367,8 +367,10 @@ def _serialize(n_rows, kinds, key_headers, header_offsets, valid, splits, ints, 
             lo = cursors[f]
             hi = lo + counts[r, f]
             cursors[f] = hi
-            size = _list_size(kind, payload)
-            feature = 1 + _varint_size(size) + size if payload >= 0 else 0
+            size = feature = 0  # a null: an empty Feature
+            if payload >= 0:
+                size = _list_size(kind, payload)
+                feature = 1 + _varint_size(size) + size
             buf[pos] = 0x0A
             pos = _put_varint(buf, pos + 1, header + _varint_size(feature) + feature)
             for k in range(header):
