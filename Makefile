@@ -5,7 +5,7 @@ DEMO_DIR ?= out/demo
 BENCH_ROWS ?= 1000000
 BENCH_REPEATS ?= 2
 
-.PHONY: setup demo test bench lock clean
+.PHONY: setup demo test test-fast lint format bench lock clean
 
 setup:
 	@bash scripts/setup.sh
@@ -14,8 +14,22 @@ demo: setup
 	$(PY) -m tfx_tabular.cli demo --rows $(DEMO_ROWS) --workdir $(DEMO_DIR)
 
 # Exit code 5 (no tests collected) is a failure, not a pass.
+PYTEST = rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
+
 test: setup
-	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
+	$(PY) -m pytest -q; $(PYTEST)
+
+# The inner loop: unit tests only (no TFX pipelines, no Beam runs of the suite's integration tests).
+test-fast: setup
+	$(PY) -m pytest -q tests/unit; $(PYTEST)
+
+lint: setup
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+
+format: setup
+	.venv/bin/ruff check --fix .
+	.venv/bin/ruff format .
 
 bench: setup
 	$(PY) -m benchmarks.run --rows $(BENCH_ROWS) --repeats $(BENCH_REPEATS)

@@ -3,7 +3,7 @@
 Measured, each in a fresh child process, repeats interleaved (one pass over every configuration
 per repeat, so slow phases of a noisy machine hit all of them alike):
 
-* ours: `tfx_tabular.convert.convert` with its default options (DirectRunner, one thread per
+* ours: `tfx_tabular.io.convert.convert` with its default options (DirectRunner, one thread per
   core), compression none, gzip level 6 and gzip level 1;
 * stock TFX 1.16: `FileBasedExampleGen` + `parquet_executor.Executor` (ReadFromParquet →
   dict_to_example → hash split → WriteSplit: Reshuffle + WriteToTFRecord, gzip), run through the
@@ -50,11 +50,11 @@ COMPRESSIONS = {  # name → (compression, gzip level)
 # --- measured tasks (run in a child process by benchmarks.worker) -----------------------------
 
 def task_convert_ours(input_base: str, output_dir: str, compression: str, level: int) -> dict:
-    from tfx_tabular import convert, parquet_source
+    from tfx_tabular.io import convert, parquet, plan
 
     start = time.perf_counter()
-    dataset = parquet_source.open_dataset(input_base)
-    result = convert.convert(dataset, output_dir, options=convert.OutputOptions(
+    dataset = parquet.open_dataset(input_base)
+    result = convert.convert(dataset, output_dir, options=plan.OutputOptions(
         compression=compression, compression_level=level))
     seconds = time.perf_counter() - start
     rows = sum(result.rows.values())
@@ -69,10 +69,10 @@ def task_convert_ours(input_base: str, output_dir: str, compression: str, level:
 def task_warm_up(input_base: str, output_dir: str) -> dict:
     """One untimed conversion in the driver process (DirectRunner in_memory): it runs the same
     DoFn code as the measured runs, so numba's on-disk cache holds every kernel they call."""
-    from tfx_tabular import convert, parquet_source
+    from tfx_tabular.io import convert, parquet
 
     start = time.perf_counter()
-    result = convert.convert(parquet_source.open_dataset(input_base), output_dir,
+    result = convert.convert(parquet.open_dataset(input_base), output_dir,
                              beam_pipeline_args=["--direct_running_mode=in_memory"])
     return {"rows": sum(result.rows.values()), "seconds": time.perf_counter() - start}
 
@@ -146,7 +146,7 @@ def _as_large_lists(batch):
 
 
 def _loop_process(kind: str, file_indices: list, path: str) -> int:
-    from tfx_tabular import encoding, parquet_source
+    from tfx_tabular.io import encoding, parquet
 
     dataset = _LOOP_DATASET
     rows = 0
@@ -154,7 +154,7 @@ def _loop_process(kind: str, file_indices: list, path: str) -> int:
     def batches():
         for index in file_indices:
             info = dataset.files[index]
-            yield from parquet_source.read_batches(dataset, info, range(len(info.row_group_rows)),
+            yield from parquet.read_batches(dataset, info, range(len(info.row_group_rows)),
                                                    BATCH_SIZE)
 
     if kind == "tfx_bsl":
@@ -180,18 +180,18 @@ def task_loop(kind: str, input_base: str, output_dir: str, processes: int = 2) -
     """Read → encode → write with no Beam, `processes` forked processes over halves of the files."""
     import multiprocessing
 
-    from tfx_tabular import encoding, parquet_source
+    from tfx_tabular.io import encoding, parquet
 
     global _LOOP_DATASET
-    dataset = _LOOP_DATASET = parquet_source.open_dataset(input_base)
+    dataset = _LOOP_DATASET = parquet.open_dataset(input_base)
     if kind == "tfx_bsl":  # import and warm up before forking, outside the timed region
         import tensorflow as tf  # noqa: F401
         from tfx_bsl.coders import example_coder
 
-        first = next(parquet_source.read_batches(dataset, dataset.files[0], [0], 64))
+        first = next(parquet.read_batches(dataset, dataset.files[0], [0], 64))
         example_coder.RecordBatchToExamplesEncoder().encode(_as_large_lists(first))
     else:
-        first = next(parquet_source.read_batches(dataset, dataset.files[0], [0], 64))
+        first = next(parquet.read_batches(dataset, dataset.files[0], [0], 64))
         encoding.encode(first, dataset.features, framed=True)  # loads numba's cached kernels
     groups: list[list[int]] = [[] for _ in range(processes)]
     loads = [0] * processes
@@ -229,13 +229,14 @@ def task_read(outputs: dict, expected_rows: int) -> dict:
     import tensorflow as tf
 
     from tfx_tabular import input_fn, schemas
+    from tfx_tabular.io import parquet
     from tfx_tabular.schemas.infer import infer_schema
 
     results, features = {}, 0
     for name, output_dir in outputs.items():
         files = sorted(glob.glob(os.path.join(output_dir, "Split-*", "data_tfrecord-*")))
         compression = "GZIP" if files[0].endswith(".gz") else ""
-        schema = infer_schema(schemas.read_summary(output_dir), label="label")
+        schema = infer_schema(parquet.read_source_metadata(output_dir), label="label")
         features = len(schemas.feature_spec(schema))
         start = time.perf_counter()
         rows = 0
@@ -458,7 +459,7 @@ def _share(x: float) -> str:
 
 
 def conversion_defaults() -> list[str]:
-    from tfx_tabular import convert
+    from tfx_tabular.io import convert
     return convert.beam_args_with_defaults([])
 
 
@@ -533,7 +534,7 @@ def _report(ctx: Context, main: str, stock_rows: int, ours: dict, ours_other: di
 
     lines = []
     lines.append(
-        f"Dataset: `tfx_tabular.demo_data.write_dataset` — {facts['rows']:,} Criteo-shaped rows in "
+        f"Dataset: `tfx_tabular.io.demo_data.write_dataset` — {facts['rows']:,} Criteo-shaped rows in "
         f"{facts['files']} Parquet files ({harness.size(facts['bytes'])}), hive-partitioned by "
         f"`day` ({facts['partitions']} folders, {facts['first']} … {facts['last']}), "
         f"{facts['row_groups']} row groups of ≤ 65,536 rows. Columns: `label`, `I1`–`I13` int64 "
@@ -603,7 +604,7 @@ def _report(ctx: Context, main: str, stock_rows: int, ours: dict, ours_other: di
         f"*vs stock*: rows/s ÷ stock ExampleGen's rows/s in its faster mode ({stock.label}). "
         f"*vs tfx_bsl loop*: rows/s ÷ the raw tfx_bsl loop's rows/s on the same {rows:,} rows. "
         "The loops use 2 forked processes, each over half of the files, reading the same Parquet "
-        f"batches (`parquet_source.read_batches`, {BATCH_SIZE:,} rows) with no Beam and no "
+        f"batches (`parquet.read_batches`, {BATCH_SIZE:,} rows) with no Beam and no "
         "train/eval split; the tfx_bsl loop casts every column to "
         "`large_list<int64|float32|large_binary>`, calls `RecordBatchToExamplesEncoder.encode` "
         "and writes each record with `tf.io.TFRecordWriter`; ours calls "

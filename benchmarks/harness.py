@@ -81,7 +81,7 @@ def _parquet_files(root: str) -> list[str]:
 
 
 def generated_dataset(data_dir: str, rows: int) -> str:
-    from tfx_tabular import demo_data
+    from tfx_tabular.io import demo_data
 
     root = os.path.join(data_dir, f"criteo-{rows}")
     if _complete(root, rows):

@@ -38,9 +38,9 @@ def _peaks(cgroup: str) -> dict:
 
 def task_convert(cgroup: str, input_base: str, output_dir: str) -> dict:
     _join(cgroup)
-    from tfx_tabular import convert, parquet_source
+    from tfx_tabular.io import convert, parquet
 
-    dataset = parquet_source.open_dataset(input_base)
+    dataset = parquet.open_dataset(input_base)
     result = convert.convert(dataset, output_dir)
     return {"rows": sum(result.rows.values()), "expected": dataset.num_rows,
             "seconds": result.seconds, **_peaks(cgroup)}
@@ -59,10 +59,11 @@ def task_input_fn(cgroup: str, examples_dir: str) -> dict:
     _join(cgroup)
     import time
 
-    from tfx_tabular import input_fn, schemas
+    from tfx_tabular import input_fn
+    from tfx_tabular.io import parquet
     from tfx_tabular.schemas.infer import infer_schema
 
-    schema = infer_schema(schemas.read_summary(examples_dir), label="label")
+    schema = infer_schema(parquet.read_source_metadata(examples_dir), label="label")
     files = sorted(glob.glob(os.path.join(examples_dir, "Split-*", "*")))
     start = time.perf_counter()
     examples = 0

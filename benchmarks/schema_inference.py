@@ -15,12 +15,12 @@ STOCK_BEAM_ARGS = ["--direct_running_mode=multi_processing", "--direct_num_worke
 
 
 def task_ours(input_base: str) -> dict:
-    from tfx_tabular import parquet_source
+    from tfx_tabular.io import parquet
     from tfx_tabular.schemas.infer import infer_schema
 
     start = time.perf_counter()
-    dataset = parquet_source.open_dataset(input_base)
-    schema = infer_schema(dataset.summary(), label="label")
+    dataset = parquet.open_dataset(input_base)
+    schema = infer_schema(dataset.source_metadata(), label="label")
     seconds = time.perf_counter() - start
     return {"seconds": seconds, "files": len(dataset.files), "rows": dataset.num_rows,
             "features": {f.name: int(f.type) for f in schema.feature}}
@@ -30,7 +30,7 @@ def task_many_files(root: str, files: int) -> dict:
     import numpy as np
     import pyarrow.parquet as pq
 
-    from tfx_tabular import demo_data
+    from tfx_tabular.io import demo_data
 
     if not os.path.isdir(root) or len(os.listdir(root)) < files:
         rng = np.random.default_rng(1)
@@ -42,10 +42,10 @@ def task_many_files(root: str, files: int) -> dict:
 
 
 def task_convert(input_base: str, output_dir: str) -> dict:
-    from tfx_tabular import convert
+    from tfx_tabular.io import convert, plan
 
     if not os.path.isdir(os.path.join(output_dir, "Split-train")):
-        dataset, splits = convert.plan_conversion(input_base)
+        dataset, splits = plan.plan_conversion(input_base)
         convert.convert(dataset, output_dir, splits)
     return {}
 

@@ -14,7 +14,7 @@ IN_MEMORY_BEAM = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
 def demo_dataset(tmp_path_factory) -> str:
     """The Criteo-shaped demo data: 3000 rows, day=2024-01-01..03, one file per day, row groups
     of 500 rows (6 row groups), plus the `_SUCCESS` marker Spark leaves."""
-    from tfx_tabular import demo_data
+    from tfx_tabular.io import demo_data
 
     root = str(tmp_path_factory.mktemp("demo") / "data")
     demo_data.write_dataset(root, 3000, days=3, files_per_day=1, row_group_size=500)

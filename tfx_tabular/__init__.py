@@ -10,7 +10,7 @@ def feature_spec(schema, environment=None, exclude=()):
     """The `tf.io.parse_example` spec of a Schema proto, or of a schema.pbtxt path / Schema
     artifact folder (see `tfx_tabular.schemas.infer.feature_spec`)."""
     from tfx_tabular import schemas
-    from tfx_tabular.schemas.infer import feature_spec as _feature_spec
+    from tfx_tabular.schemas.parsing import feature_spec as _feature_spec
 
     if isinstance(schema, str):
         schema = schemas.load_schema(schema)
@@ -18,7 +18,7 @@ def feature_spec(schema, environment=None, exclude=()):
 
 
 def input_fn(file_pattern, schema, batch_size, label_key=None, **options):
-    """A tf.data pipeline of (features, label) batches; see `tfx_tabular.input.input_fn`."""
-    from tfx_tabular.input import input_fn as _input_fn
+    """A tf.data pipeline of (features, label) batches; see `tfx_tabular.training.input_fn.input_fn`."""
+    from tfx_tabular.training.input_fn import input_fn as _input_fn
 
     return _input_fn(file_pattern, schema, batch_size, label_key, **options)

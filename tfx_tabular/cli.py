@@ -37,6 +37,9 @@ def _csv(text: str) -> list[str]:
 
 
 def _add_conversion_arguments(p: argparse.ArgumentParser) -> None:
+    from tfx_tabular.components.parquet_example_gen.spec import DEFAULT_SPLIT_BUCKETS, PARAMETERS
+
+    buckets = ",".join(f"{name}={n}" for name, n in DEFAULT_SPLIT_BUCKETS.items())
     g = p.add_argument_group("input")
     g.add_argument("--columns", type=_csv, help="only these columns (comma-separated)")
     g.add_argument("--exclude", type=_csv, default=[], help="drop these columns")
@@ -44,34 +47,40 @@ def _add_conversion_arguments(p: argparse.ArgumentParser) -> None:
                    metavar="KEY=V1,V2", help="keep files whose partition KEY is one of the values")
     g.add_argument("--partition-type", type=_pairs, action="append", default=[],
                    metavar="KEY=int|string", help="override a partition value type")
-    g.add_argument("--decimal-as", choices=["float", "bytes"], default="float")
-    g = p.add_argument_group("splits (default: hash buckets train=2,eval=1 over the whole row)")
+    g.add_argument("--decimal-as", choices=["float", "bytes"],
+                   default=PARAMETERS["decimal_as"].default)
+    g = p.add_argument_group(f"splits (default: hash buckets {buckets} over the whole row)")
     g.add_argument("--split-buckets", type=_csv, metavar="NAME=N,...",
                    help="hash buckets per split, e.g. train=9,eval=1")
     g.add_argument("--split-keys", type=_csv, default=[], help="hash these columns, not the row")
     g.add_argument("--split-by-partition", metavar="KEY",
                    help="split by a partition value: the last --eval-last values → eval")
-    g.add_argument("--eval-last", type=int, default=1)
+    g.add_argument("--eval-last", type=int, default=PARAMETERS["eval_last_partitions"].default)
     g.add_argument("--split-pattern", type=_pairs, action="append", default=[],
                    metavar="NAME=GLOB", help="files matching GLOB (relative to INPUT) → split NAME")
     g = p.add_argument_group("output")
-    g.add_argument("--compression", choices=["none", "gzip"], default="none")
-    g.add_argument("--gzip-level", type=int, default=6)
-    g.add_argument("--num-shards", type=int, default=0, help="0: one per ~1M rows, at least 2")
-    g.add_argument("--batch-size", type=int, default=8192, help="rows per Arrow batch")
+    g.add_argument("--compression", choices=["none", "gzip"],
+                   default=PARAMETERS["compression"].default)
+    g.add_argument("--gzip-level", type=int, default=PARAMETERS["compression_level"].default)
+    g.add_argument("--num-shards", type=int, default=PARAMETERS["num_shards"].default,
+                   help="0: one per ~1M rows, at least 2")
+    g.add_argument("--batch-size", type=int, default=PARAMETERS["batch_size"].default,
+                   help="rows per Arrow batch")
     g.add_argument("--beam-arg", action="append", default=[], metavar="ARG",
                    help="a Beam pipeline argument, e.g. --beam-arg=--direct_num_workers=2")
 
 
 def _add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
+    from tfx_tabular.components.tabular_trainer.spec import PARAMETERS
+
     p.add_argument("--pipeline-name", default="tfx-tabular")
     p.add_argument("--label", default="label")
     p.add_argument("--split-by-partition", metavar="KEY",
                    help="the last value of this partition key → eval (default: hash 2:1)")
     p.add_argument("--curated-schema", help="a schema.pbtxt overlaid on the inferred schema")
-    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--epochs", type=int, default=PARAMETERS["epochs"].default)
     p.add_argument("--train-steps", type=int, help="total training steps (overrides --epochs)")
-    p.add_argument("--batch-size", type=int, default=1024)
+    p.add_argument("--batch-size", type=int, default=PARAMETERS["batch_size"].default)
     p.add_argument("--model-fn", help="package.module:function building the Keras model")
     p.add_argument("--with-statistics", action="store_true",
                    help="add stock StatisticsGen + ExampleValidator")
@@ -83,16 +92,16 @@ def _add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _convert(args, input_base: str, output_dir: str):
-    from tfx_tabular import convert
+    from tfx_tabular.io import convert, plan
 
-    dataset, splits = convert.plan_conversion(
+    dataset, splits = plan.plan_conversion(
         input_base, patterns=dict(args.split_pattern) or None,
         buckets={k: int(v) for k, v in map(_pairs, args.split_buckets or [])} or None,
         split_keys=args.split_keys, split_by_partition=args.split_by_partition,
         eval_last_partitions=args.eval_last, columns=args.columns, exclude_columns=args.exclude,
         partition_filter={k: _csv(v) for k, v in args.partition_filter},
         partition_types=dict(args.partition_type), decimal_as=args.decimal_as)
-    options = convert.OutputOptions(compression=args.compression,
+    options = plan.OutputOptions(compression=args.compression,
                                     compression_level=args.gzip_level,
                                     num_shards=args.num_shards, batch_size=args.batch_size)
     print(f"converting {dataset.num_rows:,} rows in {len(dataset.files)} files "
@@ -112,30 +121,24 @@ def cmd_convert(args) -> int:
 
 
 def cmd_infer_schema(args) -> int:
-    from tfx_tabular import convert, parquet_source, schemas
-    from tfx.utils import io_utils
+    from tfx_tabular import schemas
+    from tfx_tabular.schemas.source import schema_of
 
     start = time.perf_counter()
-    is_examples = os.path.exists(os.path.join(args.input, convert.SOURCE_SCHEMA_FILE))
-    if is_examples:
-        summary = schemas.read_summary(args.input)
-        import tensorflow as tf
-        source = sorted(tf.io.gfile.glob(os.path.join(args.input, "Split-*", "*")))
-    else:
-        source = parquet_source.open_dataset(args.input, exclude_columns=args.exclude)
-        summary = source.summary()
-    schema = schemas.infer_schema(summary, label=args.label)
-    print(f"inferred {len(schema.feature)} features from "
-          f"{'the Examples artifact' if is_examples else f'{len(source.files)} Parquet footers'} "
-          f"in {time.perf_counter() - start:.2f} s (no pass over the {summary.num_rows:,} rows)")
-    if args.stats:
-        schema, report = schemas.statistics_overlay(source, args.sample_rows, args.max_vocabulary,
-                                                    args.beam_arg, base=schema)
-        print(f"statistics over {report.rows:,} sampled rows: {report.seconds:.1f} s, "
-              f"{report.string_domains} string domains added")
-    if args.curated:
-        schema = schemas.overlay(schema, schemas.load_schema(args.curated))
-    io_utils.write_pbtxt_file(args.output, schema)
+    inferred = schema_of(args.input, label=args.label, exclude_columns=args.exclude,
+                         statistics=args.stats, sample_rows=args.sample_rows,
+                         max_vocabulary=args.max_vocabulary, curated=args.curated,
+                         beam_pipeline_args=args.beam_arg)
+    source = ("the Examples artifact" if inferred.from_examples
+              else f"{inferred.num_files} Parquet footers")
+    print(f"inferred {len(inferred.schema.feature)} features from {source} in "
+          f"{time.perf_counter() - start:.2f} s (no pass over the "
+          f"{inferred.metadata.num_rows:,} rows)")
+    if inferred.statistics is not None:
+        print(f"statistics over {inferred.statistics.rows:,} sampled rows: "
+              f"{inferred.statistics.seconds:.1f} s, {inferred.statistics.string_domains} string "
+              "domains added")
+    schemas.write_schema(inferred.schema, args.output)
     print(f"schema written to {args.output}")
     return 0
 
@@ -165,7 +168,7 @@ def _run_pipeline(args, data_root: str, pipeline_root: str) -> int:
     from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
 
     from tfx_tabular.pipelines.pipeline import local_metadata_path
-    from tfx_tabular.pipelines.summary import print_summary
+    from tfx_tabular.pipelines.run_report import print_run_report
 
     metadata_path = local_metadata_path(pipeline_root)
     pipeline = _create_pipeline(args, os.path.abspath(data_root), pipeline_root, metadata_path)
@@ -174,7 +177,7 @@ def _run_pipeline(args, data_root: str, pipeline_root: str) -> int:
           f"(ML Metadata: {metadata_path})", flush=True)
     BeamDagRunner().run(pipeline)
     print(f"pipeline finished in {time.perf_counter() - start:.0f} s\n")
-    print_summary(metadata_path, args.pipeline_name)
+    print_run_report(metadata_path, args.pipeline_name)
     return 0
 
 
@@ -183,7 +186,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from tfx_tabular import demo_data
+    from tfx_tabular.io import demo_data
 
     data = os.path.join(args.workdir, "data")
     if not os.path.isdir(data):
@@ -254,13 +257,15 @@ def cmd_submit(args) -> int:
 
 
 def cmd_run_compiled(args) -> int:
-    from tfx_tabular.pipelines import local_runner
+    from tfx_tabular.pipelines import compiled_runner
 
-    local_runner.run_compiled(args.compiled, args.pipeline_root)
+    compiled_runner.run_compiled(args.compiled, args.pipeline_root)
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from tfx_tabular.components.parquet_schema_gen import spec as schema_gen
+
     parser = argparse.ArgumentParser(
         prog="tfx-tabular",
         description="Train TensorFlow models on partitioned Parquet larger than memory, in TFX.")
@@ -282,8 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--label", help="the label column (absent in the SERVING environment)")
     p.add_argument("--stats", action="store_true",
                    help="add vocabularies, value counts and presence from TFDV over a sample")
-    p.add_argument("--sample-rows", type=int, default=100_000)
-    p.add_argument("--max-vocabulary", type=int, default=1_000)
+    p.add_argument("--sample-rows", type=int, default=schema_gen.PARAMETERS["sample_rows"].default)
+    p.add_argument("--max-vocabulary", type=int,
+                   default=schema_gen.PARAMETERS["max_vocabulary_size"].default)
     p.add_argument("--curated", help="a schema.pbtxt whose features' settings win")
     p.add_argument("--exclude", type=_csv, default=[], help="drop these columns")
     p.add_argument("--beam-arg", action="append", default=[], metavar="ARG")
@@ -357,9 +363,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     quiet(args.verbose)
-    from tfx_tabular.parquet_source import InputError
+    from tfx_tabular.io.parquet import InputError
     from tfx_tabular.pipelines.kubeflow import CompileError
-    from tfx_tabular.pipelines.local_runner import RunError
+    from tfx_tabular.pipelines.compiled_runner import RunError
     from tfx_tabular.schemas.infer import SchemaError
 
     try:

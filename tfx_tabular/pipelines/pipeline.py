@@ -11,18 +11,21 @@ DEFAULT_PREPROCESSING_FN = "tfx_tabular.pipelines.preprocessing.preprocessing_fn
 
 def create_pipeline(pipeline_name: str, pipeline_root: str, data_root: str, *,
                     label: str = "label", metadata_path: Optional[str] = None,
-                    split_by_partition: Optional[str] = None, eval_last_partitions: int = 1,
+                    split_by_partition: Optional[str] = None,
+                    eval_last_partitions: Optional[int] = None,
                     curated_schema: Optional[str] = None, schema_statistics: bool = False,
-                    epochs: int = 1, train_steps: Optional[int] = None, batch_size: int = 1024,
+                    epochs: Optional[int] = None, train_steps: Optional[int] = None,
+                    batch_size: Optional[int] = None,
                     eval_steps: Optional[int] = None, model_fn: Optional[str] = None,
                     with_statistics: bool = False, with_transform: bool = False,
                     preprocessing_fn: str = DEFAULT_PREPROCESSING_FN,
-                    with_evaluator: bool = False, distribution: str = "auto",
+                    with_evaluator: bool = False, distribution: Optional[str] = None,
                     beam_pipeline_args: Sequence[str] = (), enable_cache: bool = True,
                     vertex_training=None):
     """A `tfx.dsl.Pipeline`. `metadata_path` (a SQLite file) is for local runs; compiled Kubeflow
     and Vertex pipelines use their platform's ML Metadata and leave it None. `vertex_training` (a
-    `VertexTraining`) makes the Trainer task launch a Vertex AI custom training job."""
+    `VertexTraining`) makes the Trainer task launch a Vertex AI custom training job. Parameters
+    left None take the components' defaults (their `spec.py`)."""
     from tfx import v1 as tfx
 
     from tfx_tabular.components import ParquetExampleGen, ParquetSchemaGen, TabularTrainer

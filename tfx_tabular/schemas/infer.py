@@ -1,5 +1,5 @@
-"""A tensorflow_metadata Schema from Parquet metadata (footers only), and the parsing spec
-derived from it. Both follow `mapping.features_of`, the mapping ParquetExampleGen writes by.
+"""A tensorflow_metadata Schema from Parquet metadata (footers only). It follows
+`tfx_tabular.io.mapping.features_of`, the mapping ParquetExampleGen writes by.
 
 What the footers tell, per feature:
 * type INT / FLOAT / BYTES;
@@ -21,8 +21,8 @@ from typing import Optional
 import pyarrow as pa
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from tfx_tabular.parquet_source import SourceSummary
-from tfx_tabular.schemas.mapping import Feature, Kind, features_of
+from tfx_tabular.io.parquet import SourceMetadata
+from tfx_tabular.io.mapping import Feature, Kind, features_of
 
 LABEL_TAG = "tfx_tabular:label"
 PARTITION_TAG = "tfx_tabular:partition"
@@ -41,7 +41,7 @@ class SchemaError(ValueError):
     """A schema that does not fit the data (e.g. an overlay naming unknown features)."""
 
 
-def _never_null(feature: Feature, summary: SourceSummary) -> bool:
+def _never_null(feature: Feature, summary: SourceMetadata) -> bool:
     field = summary.schema.field(feature.column)
     if feature.column in summary.partition_columns:
         return True
@@ -51,7 +51,7 @@ def _never_null(feature: Feature, summary: SourceSummary) -> bool:
     return (feature.path == () and stats is not None and stats.null_count == 0)
 
 
-def _never_present(feature: Feature, summary: SourceSummary) -> bool:
+def _never_present(feature: Feature, summary: SourceMetadata) -> bool:
     """The footers prove every row null (or the type is null). TFDV infers `min_count: 0` for
     such a feature; `min_count: 1` would make ExampleValidator report the column as dropped on
     the very data the schema came from."""
@@ -64,7 +64,7 @@ def _never_present(feature: Feature, summary: SourceSummary) -> bool:
         and stats.null_count >= summary.num_rows
 
 
-def _set_domain(out: schema_pb2.Feature, feature: Feature, summary: SourceSummary) -> None:
+def _set_domain(out: schema_pb2.Feature, feature: Feature, summary: SourceMetadata) -> None:
     leaf = feature.leaf_type
     if pa.types.is_dictionary(leaf):
         leaf = leaf.value_type
@@ -88,7 +88,7 @@ def _set_domain(out: schema_pb2.Feature, feature: Feature, summary: SourceSummar
         out.annotation.tag.append(UNIT_TAG + feature.unit)
 
 
-def infer_schema(summary: SourceSummary, label: Optional[str] = None) -> schema_pb2.Schema:
+def infer_schema(summary: SourceMetadata, label: Optional[str] = None) -> schema_pb2.Schema:
     """The Schema of what ParquetExampleGen writes for `summary`'s source; no data pass."""
     features = features_of(summary.schema, summary.decimal_as)
     if label is not None and label not in {f.name for f in features}:
@@ -204,60 +204,3 @@ def _represented(group: schema_pb2.TensorRepresentationGroup) -> list[str]:
             names += rep.ragged_tensor.feature_path.step[:1]
             names += [p.row_length for p in rep.ragged_tensor.partition if p.HasField("row_length")]
     return names
-
-
-def _skipped(feature: schema_pb2.Feature) -> bool:
-    return feature.deprecated or feature.lifecycle_stage in (
-        schema_pb2.DEPRECATED, schema_pb2.DISABLED, schema_pb2.PLANNED, schema_pb2.ALPHA,
-        schema_pb2.DEBUG_ONLY)
-
-
-def feature_spec(schema: schema_pb2.Schema, environment: Optional[str] = None,
-                 exclude: tuple[str, ...] = ()) -> dict:
-    """The `tf.io.parse_example` spec of a schema.
-
-    Fixed shapes → FixedLenFeature with a default (0, 0.0 or b""), so a fixed feature never fails
-    to parse; variable-length lists and nullable scalars → RaggedFeature (a null stays an empty
-    row, never a made-up value); RaggedTensor representations → RaggedFeature with row-length
-    partitions. Deprecated / skipped features, features not in `environment`, and `exclude` are
-    left out.
-    """
-    import tensorflow as tf
-
-    dtypes = {schema_pb2.INT: tf.int64, schema_pb2.FLOAT: tf.float32, schema_pb2.BYTES: tf.string}
-    defaults = {schema_pb2.INT: 0, schema_pb2.FLOAT: 0.0, schema_pb2.BYTES: b""}
-    ragged = {name: rep.ragged_tensor for name, rep in
-              schema.tensor_representation_group[RAGGED_GROUP].tensor_representation.items()
-              if rep.HasField("ragged_tensor")} if RAGGED_GROUP in \
-        schema.tensor_representation_group else {}
-    partition_features = {p.row_length for rep in ragged.values() for p in rep.partition}
-    spec = {}
-    for feature in schema.feature:
-        name = feature.name
-        if (name in partition_features or name in exclude or _skipped(feature)
-                or feature.type not in dtypes):
-            continue
-        if environment is not None:
-            if environment in feature.not_in_environment:
-                continue
-            if feature.in_environment and environment not in feature.in_environment:
-                continue
-        dtype = dtypes[feature.type]
-        if name in ragged:
-            rep = ragged[name]
-            partitions = [tf.io.RaggedFeature.UniformRowLength(p.uniform_row_length)
-                          if p.HasField("uniform_row_length")
-                          else tf.io.RaggedFeature.RowLengths(p.row_length)
-                          for p in rep.partition]
-            spec[name] = tf.io.RaggedFeature(dtype, value_key=rep.feature_path.step[-1],
-                                             partitions=partitions, row_splits_dtype=tf.int64)
-        elif feature.HasField("shape"):
-            dims = [d.size for d in feature.shape.dim]
-            size = 1
-            for d in dims:
-                size *= d
-            spec[name] = tf.io.FixedLenFeature(dims, dtype,
-                                               default_value=[defaults[feature.type]] * size)
-        else:
-            spec[name] = tf.io.RaggedFeature(dtype, value_key=name, row_splits_dtype=tf.int64)
-    return spec

@@ -1,8 +1,8 @@
 """Optional statistics mode of schema inference: TFDV on Beam over a row sample.
 
 Adds what footers cannot tell: string domains (vocabularies up to a size cap), value-count ranges
-of list features and observed presence fractions. The sample is taken round-robin across files
-(one record from each in turn), so it spans partitions instead of reading the first file only.
+of list features and observed presence fractions. The sample spans the source: an equal share of
+every row group of every Parquet file, or records round-robin across the TFRecord shards.
 """
 from __future__ import annotations
 
@@ -15,6 +15,9 @@ from typing import Optional, Sequence
 
 from tensorflow_metadata.proto.v0 import schema_pb2
 
+DEFAULT_SAMPLE_ROWS = 100_000
+DEFAULT_MAX_VOCABULARY = 1_000
+
 
 @dataclasses.dataclass
 class StatisticsReport:
@@ -24,22 +27,28 @@ class StatisticsReport:
 
 
 def sample_parquet(dataset, rows: int, path: str) -> int:
-    """Write up to `rows` rows of a Parquet dataset as tf.Examples: the first rows of every file
-    (an equal share each), through the ExampleGen encoder."""
-    from tfx_tabular import encoding, parquet_source
+    """Write up to `rows` rows of a Parquet dataset as tf.Examples, through the ExampleGen encoder:
+    an equal share from the start of every row group of every file, so the sample spans files,
+    partitions and the row groups within each file."""
+    from tfx_tabular.io import encoding, parquet
 
-    features = dataset.features
-    share = max(1, -(-rows // len(dataset.files)))
+    units = [(info, group) for info in dataset.files for group in range(len(info.row_group_rows))]
+    if not units:
+        return 0
+    share = max(1, -(-rows // len(units)))
     count = 0
     with open(path, "wb") as out:
-        for info in dataset.files:
-            if count >= rows or not info.row_group_rows:
+        for info, group in units:
+            if count >= rows:
+                break
+            take = min(share, rows - count, info.row_group_rows[group])
+            if take <= 0:
                 continue
-            take = min(share, rows - count)
-            batch = next(parquet_source.read_batches(dataset, info, [0], take), None)
+            batch = next(parquet.read_batches(dataset, info, [group], take), None)
             if batch is None:
                 continue
-            out.write(encoding.encode(batch.slice(0, take), features, framed=True).buffer.tobytes())
+            out.write(encoding.encode(batch.slice(0, take), dataset.features,
+                                      framed=True).buffer.tobytes())
             count += min(take, batch.num_rows)
     return count
 
@@ -70,7 +79,7 @@ def statistics_overlay(source, sample_rows: int, max_vocabulary: int,
                        base: Optional[schema_pb2.Schema] = None
                        ) -> tuple[schema_pb2.Schema, StatisticsReport]:
     """`base` with string domains, value counts and presence from TFDV over a sample of
-    `source`: a list of TFRecord tf.Example shards, or a `parquet_source.Dataset`."""
+    `source`: a list of TFRecord tf.Example shards, or a `parquet.Dataset`."""
     import tensorflow_data_validation as tfdv
     from apache_beam.options.pipeline_options import PipelineOptions
 

@@ -9,13 +9,14 @@ from tfx.proto import example_gen_pb2, range_config_pb2
 from tfx.types import channel, standard_artifacts, standard_component_specs
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
-from tfx_tabular.components.parquet_example_gen import driver, executor
+from tfx_tabular.components.parameters import execution_parameters
+from tfx_tabular.components.parquet_example_gen import driver, executor, spec
 
 DEFAULT_INPUT_CONFIG = example_gen_pb2.Input(
     splits=[example_gen_pb2.Input.Split(name="single_split", pattern="*")])
 DEFAULT_OUTPUT_CONFIG = example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=[
-    example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=2),
-    example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=1)]))
+    example_gen_pb2.SplitConfig.Split(name=name, hash_buckets=buckets)
+    for name, buckets in spec.DEFAULT_SPLIT_BUCKETS.items()]))
 
 
 class ParquetExampleGenSpec(ComponentSpec):
@@ -25,23 +26,10 @@ class ParquetExampleGenSpec(ComponentSpec):
         standard_component_specs.OUTPUT_CONFIG_KEY: ExecutionParameter(type=example_gen_pb2.Output),
         standard_component_specs.RANGE_CONFIG_KEY: ExecutionParameter(
             type=range_config_pb2.RangeConfig, optional=True),
-        "columns": ExecutionParameter(type=List[str], optional=True),
-        "exclude_columns": ExecutionParameter(type=List[str], optional=True),
-        "partition_filter": ExecutionParameter(type=Dict[str, List[str]], optional=True),
-        "partition_types": ExecutionParameter(type=Dict[str, str], optional=True),
-        "split_keys": ExecutionParameter(type=List[str], optional=True),
-        "split_by_partition": ExecutionParameter(type=str, optional=True),
-        "eval_last_partitions": ExecutionParameter(type=int, optional=True),
-        "decimal_as": ExecutionParameter(type=str, optional=True),
-        "compression": ExecutionParameter(type=str, optional=True),
-        "compression_level": ExecutionParameter(type=int, optional=True),
-        "num_shards": ExecutionParameter(type=int, optional=True),
-        "batch_size": ExecutionParameter(type=int, optional=True),
+        **execution_parameters(spec.PARAMETERS),
     }
     INPUTS = {}
-    OUTPUTS = {
-        standard_component_specs.EXAMPLES_KEY: ChannelParameter(type=standard_artifacts.Examples),
-    }
+    OUTPUTS = {spec.EXAMPLES: ChannelParameter(type=standard_artifacts.Examples)}
 
 
 class ParquetExampleGen(base_beam_component.BaseBeamComponent):
@@ -72,12 +60,13 @@ class ParquetExampleGen(base_beam_component.BaseBeamComponent):
                  partition_types: Optional[Dict[str, str]] = None,
                  split_keys: Optional[List[str]] = None,
                  split_by_partition: Optional[str] = None,
-                 eval_last_partitions: int = 1,
-                 decimal_as: str = "float",
-                 compression: str = "none",
-                 compression_level: int = 6,
-                 num_shards: int = 0,
-                 batch_size: int = 8192):
+                 eval_last_partitions: Optional[int] = None,
+                 decimal_as: Optional[str] = None,
+                 compression: Optional[str] = None,
+                 compression_level: Optional[int] = None,
+                 num_shards: Optional[int] = None,
+                 batch_size: Optional[int] = None):
+        """Parameters left None take their defaults from `spec.PARAMETERS`."""
         input_config = input_config or DEFAULT_INPUT_CONFIG
         if output_config is None:
             output_config = (example_gen_pb2.Output() if len(input_config.splits) > 1

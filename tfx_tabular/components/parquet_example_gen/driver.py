@@ -8,16 +8,16 @@ from typing import Iterable, Optional
 from tfx.components.example_gen import driver, input_processor
 from tfx.proto import example_gen_pb2, range_config_pb2
 
-from tfx_tabular import parquet_source
+from tfx_tabular.io import parquet
 
 
 class _InputProcessor(input_processor.FileBasedInputProcessor):
     def get_input_fingerprint(self, span: int, version: Optional[int]) -> str:
         digest = hashlib.sha256()
-        filesystem, base = parquet_source.resolve_filesystem(self._input_base_uri)
+        filesystem, base = parquet.resolve_filesystem(self._input_base_uri)
         for split in self._splits:
             pattern = self.get_pattern_for_span_version(split.pattern, span, version)
-            for info in parquet_source.list_files(filesystem, base, [pattern]):
+            for info in parquet.list_files(filesystem, base, [pattern]):
                 digest.update(f"{split.name}\0{info.path}\0{info.size}\0{info.mtime_ns}\n".encode())
         return f"sha256:{digest.hexdigest()}"
 

@@ -6,27 +6,16 @@ from typing import List, Optional
 
 from tfx.dsl.components.base import base_beam_component, executor_spec
 from tfx.types import channel, standard_artifacts
-from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
+from tfx.types.component_spec import ChannelParameter, ComponentSpec
 
-from tfx_tabular.components.parquet_schema_gen import executor
+from tfx_tabular.components.parameters import execution_parameters
+from tfx_tabular.components.parquet_schema_gen import executor, spec
 
 
 class ParquetSchemaGenSpec(ComponentSpec):
-    PARAMETERS = {
-        "input_base": ExecutionParameter(type=str, optional=True),
-        "label": ExecutionParameter(type=str, optional=True),
-        "curated_schema": ExecutionParameter(type=str, optional=True),
-        "statistics": ExecutionParameter(type=int, optional=True),
-        "sample_rows": ExecutionParameter(type=int, optional=True),
-        "max_vocabulary_size": ExecutionParameter(type=int, optional=True),
-        "exclude_columns": ExecutionParameter(type=List[str], optional=True),
-    }
-    INPUTS = {
-        "examples": ChannelParameter(type=standard_artifacts.Examples, optional=True),
-    }
-    OUTPUTS = {
-        "schema": ChannelParameter(type=standard_artifacts.Schema),
-    }
+    PARAMETERS = execution_parameters(spec.PARAMETERS)
+    INPUTS = {spec.EXAMPLES: ChannelParameter(type=standard_artifacts.Examples, optional=True)}
+    OUTPUTS = {spec.SCHEMA: ChannelParameter(type=standard_artifacts.Schema)}
 
 
 class ParquetSchemaGen(base_beam_component.BaseBeamComponent):
@@ -45,8 +34,9 @@ class ParquetSchemaGen(base_beam_component.BaseBeamComponent):
     def __init__(self, examples: Optional[channel.BaseChannel] = None,
                  input_base: Optional[str] = None, label: Optional[str] = None,
                  curated_schema: Optional[str] = None, statistics: bool = False,
-                 sample_rows: int = 100_000, max_vocabulary_size: int = 1_000,
+                 sample_rows: Optional[int] = None, max_vocabulary_size: Optional[int] = None,
                  exclude_columns: Optional[List[str]] = None):
+        """Parameters left None take their defaults from `spec.PARAMETERS`."""
         if (examples is None) == (input_base is None):
             raise ValueError("give exactly one of `examples` and `input_base`")
         super().__init__(ParquetSchemaGenSpec(

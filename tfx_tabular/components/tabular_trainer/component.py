@@ -10,7 +10,8 @@ from tfx.types import channel, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 from tfx.utils import json_utils
 
-from tfx_tabular.components.tabular_trainer import executor
+from tfx_tabular.components.parameters import execution_parameters
+from tfx_tabular.components.tabular_trainer import executor, spec
 
 if TYPE_CHECKING:  # imported when used: it loads the Vertex AI client libraries
     from tfx_tabular.components.tabular_trainer.vertex import VertexTraining
@@ -20,27 +21,17 @@ class TabularTrainerSpec(ComponentSpec):
     PARAMETERS = {
         "train_args": ExecutionParameter(type=trainer_pb2.TrainArgs),
         "eval_args": ExecutionParameter(type=trainer_pb2.EvalArgs),
-        "epochs": ExecutionParameter(type=int, optional=True),
-        "batch_size": ExecutionParameter(type=int, optional=True),
-        "label": ExecutionParameter(type=str, optional=True),
-        "model_fn": ExecutionParameter(type=str, optional=True),
-        "module_file": ExecutionParameter(type=str, optional=True),
-        "learning_rate": ExecutionParameter(type=float, optional=True),
-        "cache": ExecutionParameter(type=str, optional=True),
-        "distribution": ExecutionParameter(type=str, optional=True),
-        "gpu_memory_limit_mb": ExecutionParameter(type=int, optional=True),
-        "mixed_precision": ExecutionParameter(type=int, optional=True),
-        # Stock Trainer's key and format: TFX's Vertex trainer executor reads it (see vertex.py).
-        "custom_config": ExecutionParameter(type=str, optional=True),
+        **execution_parameters(spec.PARAMETERS),
     }
     INPUTS = {
-        "examples": ChannelParameter(type=standard_artifacts.Examples),
-        "schema": ChannelParameter(type=standard_artifacts.Schema),
-        "transform_graph": ChannelParameter(type=standard_artifacts.TransformGraph, optional=True),
+        spec.EXAMPLES: ChannelParameter(type=standard_artifacts.Examples),
+        spec.SCHEMA: ChannelParameter(type=standard_artifacts.Schema),
+        spec.TRANSFORM_GRAPH: ChannelParameter(type=standard_artifacts.TransformGraph,
+                                               optional=True),
     }
     OUTPUTS = {
-        "model": ChannelParameter(type=standard_artifacts.Model),
-        "model_run": ChannelParameter(type=standard_artifacts.ModelRun),
+        spec.MODEL: ChannelParameter(type=standard_artifacts.Model),
+        spec.MODEL_RUN: ChannelParameter(type=standard_artifacts.ModelRun),
     }
 
 
@@ -62,20 +53,22 @@ class TabularTrainer(base_component.BaseComponent):
     def __init__(self, examples: channel.BaseChannel, schema: channel.BaseChannel,
                  transform_graph: Optional[channel.BaseChannel] = None,
                  train_args: Optional[trainer_pb2.TrainArgs] = None,
-                 eval_args: Optional[trainer_pb2.EvalArgs] = None, epochs: int = 1,
-                 batch_size: int = 1024, label: Optional[str] = None,
+                 eval_args: Optional[trainer_pb2.EvalArgs] = None,
+                 epochs: Optional[int] = None, batch_size: Optional[int] = None,
+                 label: Optional[str] = None,
                  model_fn: Optional[str] = None, module_file: Optional[str] = None,
-                 learning_rate: float = 1e-3, cache: Optional[str] = None,
-                 distribution: str = "auto", gpu_memory_limit_mb: Optional[int] = None,
+                 learning_rate: Optional[float] = None, cache: Optional[str] = None,
+                 distribution: Optional[str] = None, gpu_memory_limit_mb: Optional[int] = None,
                  mixed_precision: bool = False,
                  vertex_training: Optional[VertexTraining] = None):
+        """Parameters left None take their defaults from `spec.PARAMETERS`."""
         if model_fn and module_file:
             raise ValueError("give `model_fn` or `module_file`, not both")
         vertex_executor = None
         if vertex_training is not None:
             from tfx_tabular.components.tabular_trainer import vertex
 
-            vertex_training.check_batch_size(batch_size)
+            vertex_training.check_batch_size(batch_size or spec.PARAMETERS["batch_size"].default)
             vertex_executor = executor_spec.ExecutorClassSpec(vertex.Executor)
         super().__init__(TabularTrainerSpec(
             examples=examples, schema=schema, transform_graph=transform_graph,

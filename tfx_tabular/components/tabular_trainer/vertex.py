@@ -17,6 +17,7 @@ from tfx.extensions.google_cloud_ai_platform import constants
 from tfx.extensions.google_cloud_ai_platform.trainer import executor as vertex_trainer_executor
 
 from tfx_tabular.components.tabular_trainer import executor as trainer_executor
+from tfx_tabular.components.tabular_trainer import spec
 
 
 def vertex_accelerators() -> list[str]:
@@ -101,6 +102,6 @@ class Executor(vertex_trainer_executor.GenericExecutor):
         import tensorflow as tf
 
         model_run = output_dict["model_run"][0]
-        path = os.path.join(model_run.uri, trainer_executor.RUN_SUMMARY_FILE)
+        path = os.path.join(model_run.uri, spec.RUN_SUMMARY_FILE)
         with tf.io.gfile.GFile(path) as handle:
             trainer_executor.record_run_summary(model_run, json.load(handle))

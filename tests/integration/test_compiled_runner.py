@@ -1,0 +1,241 @@
+"""`run-compiled`: a compiled pipeline file run task by task under the KFP v2 launcher contract.
+
+The fast tests run hand-written PipelineSpecs whose tasks are a small stand-in executor speaking
+the same contract as TFX's (ExecutorInput JSON in, ExecutorOutput file out, artifacts reported
+without their type); the slow test compiles the real pipeline and runs TFX's executors."""
+import glob
+import json
+import os
+import re
+
+import pytest
+import yaml
+
+from tfx_tabular.io import demo_data
+from tfx_tabular import cli
+from tfx_tabular.pipelines import create_pipeline, kubeflow, compiled_runner
+from tfx_tabular.pipelines.compiled_runner import RunError, run_compiled
+
+# Reports each output artifact (name and uri as given, no type: like TFX) with metadata recording
+# what the task received: its parameters, its input artifacts, and any ExecutorOutput that was
+# already at outputFile (TFX's executor reads one as its driver's output).
+STAND_IN = """
+import json, os, sys
+executor_input = json.loads(sys.argv[1])
+inputs, outputs = executor_input.get("inputs", {}), executor_input["outputs"]
+driver = json.load(open(outputs["outputFile"])) if os.path.exists(outputs["outputFile"]) else None
+received = {"parameters": inputs.get("parameterValues", {}), "driver": driver,
+            "inputs": {k: v["artifacts"][0] for k, v in inputs.get("artifacts", {}).items()}}
+reported = {k: {"artifacts": [{"name": v["artifacts"][0]["name"], "uri": v["artifacts"][0]["uri"],
+                               "metadata": received}]} for k, v in outputs["artifacts"].items()}
+with open(outputs["outputFile"], "w") as f:
+    json.dump({"artifacts": reported}, f)
+"""
+EXAMPLES_TYPE = {"instanceSchema": "title: tfx.Examples\ntype: object\n"}
+
+
+def _container(*command: str, **fields) -> dict:
+    return {"container": {"image": "stand-in:1", "command": list(command), **fields}}
+
+
+STAND_IN_EXECUTOR = _container("python", "-c", STAND_IN, "{{$}}")
+
+
+def _spec(tasks: dict, executors: dict = None, root_inputs: dict = None) -> dict:
+    """A PipelineSpec: one component per task with one `out` Examples artifact, run by the
+    stand-in unless `executors` gives the task another executor."""
+    executors = executors or {}
+    return {
+        "pipelineInfo": {"name": "stand-in"}, "schemaVersion": "2.1.0", "sdkVersion": "test",
+        "components": {name: {"executorLabel": f"{name}_executor", "outputDefinitions": {
+            "artifacts": {"out": {"artifactType": EXAMPLES_TYPE}}}} for name in tasks},
+        "deploymentSpec": {"executors": {f"{name}_executor": executors.get(name, STAND_IN_EXECUTOR)
+                                         for name in tasks}},
+        "root": {"inputDefinitions": {"parameters": root_inputs or {}}, "dag": {"tasks": {
+            name: dict(task, componentRef={"name": name}, taskInfo={"name": name})
+            for name, task in tasks.items()}}},
+    }
+
+
+def _constant(value) -> dict:
+    return {"runtimeValue": {"constant": value}}
+
+
+def _from(task: str) -> dict:
+    return {"taskOutputArtifact": {"producerTask": task, "outputArtifactKey": "out"}}
+
+
+# `second` runs after `first` although it sorts before it: the order comes from the DAG.
+TWO_TASKS = {
+    "second": {"dependentTasks": ["first"], "inputs": {"artifacts": {"examples": _from("first")}}},
+    "first": {"inputs": {"parameters": {"rows": _constant(3.0), "name": _constant("x")}}},
+}
+
+
+def _write_yaml(tmp_path, spec: dict) -> str:
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return str(path)
+
+
+def _received(pipeline_root, task: str) -> dict:
+    with open(os.path.join(pipeline_root, task, "executor_output.json")) as handle:
+        return json.load(handle)["artifacts"]["out"]["artifacts"][0]["metadata"]
+
+
+def test_artifacts_flow_downstream_with_their_type_and_metadata(tmp_path, capsys):
+    root = str(tmp_path / "root")
+    summary = run_compiled(_write_yaml(tmp_path, _spec(TWO_TASKS)), root)
+
+    assert summary == {"first": {"out": f"{root}/first/out/1"},
+                       "second": {"out": f"{root}/second/out/2"}}
+    assert _received(root, "first")["parameters"] == {"rows": 3.0, "name": "x"}
+    examples = _received(root, "second")["inputs"]["examples"]
+    assert examples["uri"] == summary["first"]["out"] and examples["name"] == "first/out/1"
+    assert examples["type"] == {"schemaTitle": "tfx.Examples"}  # from outputDefinitions
+    assert examples["metadata"]["parameters"] == {"rows": 3.0, "name": "x"}  # first's report
+    out = capsys.readouterr().out
+    assert "[1/2] first" in out and "[2/2] second" in out and "done in" in out
+
+
+def test_a_second_run_gets_new_folders_and_no_stale_executor_output(tmp_path):
+    path, root = _write_yaml(tmp_path, _spec(TWO_TASKS)), str(tmp_path / "root")
+    run_compiled(path, root)
+    summary = run_compiled(path, root)
+    assert summary == {"first": {"out": f"{root}/first/out/3"},
+                       "second": {"out": f"{root}/second/out/4"}}
+    assert _received(root, "first")["driver"] is None
+
+
+def test_vertex_pipeline_job_json_runs_with_its_runtime_parameters(tmp_path):
+    spec = _spec({"only": {"inputs": {"parameters": {
+        "greeting": {"componentInputParameter": "greeting"},
+        "size": {"componentInputParameter": "size"}}}}},
+        root_inputs={"greeting": {"parameterType": "STRING", "defaultValue": "hello"},
+                     "size": {"parameterType": "NUMBER_INTEGER", "defaultValue": 2}})
+    job = {"displayName": "stand-in", "pipelineSpec": spec,
+           "runtimeConfig": {"gcsOutputDirectory": "gs://nowhere/root",
+                             "parameterValues": {"greeting": "hi"}}}
+    path = tmp_path / "pipeline.json"
+    path.write_text(json.dumps(job))
+    root = str(tmp_path / "root")
+    assert run_compiled(str(path), root) == {"only": {"out": f"{root}/only/out/1"}}
+    assert _received(root, "only")["parameters"] == {"greeting": "hi", "size": 2.0}
+
+
+def test_a_pipeline_parameter_without_a_value_fails_before_anything_runs(tmp_path):
+    second = dict(TWO_TASKS["second"], inputs=dict(TWO_TASKS["second"]["inputs"], parameters={
+        "greeting": {"componentInputParameter": "greeting"}}))
+    spec = _spec(dict(TWO_TASKS, second=second))
+    root = tmp_path / "root"
+    with pytest.raises(RunError, match="task second: parameter 'greeting'.*has no value"):
+        run_compiled(_write_yaml(tmp_path, spec), str(root))
+    assert not (root / "first").exists()
+
+
+def test_the_pipeline_root_must_be_local(tmp_path):
+    with pytest.raises(RunError, match="must be a local folder"):
+        run_compiled(_write_yaml(tmp_path, _spec(TWO_TASKS)), "gs://bucket/root")
+
+
+def test_pre_cache_check_runs_first_and_the_executor_reads_its_output(tmp_path):
+    driver = ("import json, sys; out = json.loads(sys.argv[1])['outputs']['outputFile']; "
+              "json.dump({'parameterValues': {'span': 7}}, open(out, 'w'))")
+    executor = _container("python", "-c", STAND_IN, "{{$}}", lifecycle={"preCacheCheck": {
+        "command": ["python", "-c", driver], "args": ["{{$}}"]}})
+    root = str(tmp_path / "root")
+    run_compiled(_write_yaml(tmp_path, _spec({"gen": {}}, {"gen": executor})), root)
+    assert _received(root, "gen")["driver"] == {"parameterValues": {"span": 7}}
+
+
+def test_an_unknown_placeholder_fails_naming_it(tmp_path):
+    placeholder = "{{$.outputs.artifacts['out'].uri}}"
+    executor = _container("python", "-c", STAND_IN, "{{$}}", args=[f"--uri={placeholder}"])
+    spec = _spec(TWO_TASKS, {"second": executor})
+    with pytest.raises(RunError, match=re.escape(f"task second: placeholder {placeholder}")):
+        run_compiled(_write_yaml(tmp_path, spec), str(tmp_path / "root"))
+
+
+@pytest.mark.parametrize("kind, executor", [
+    ("importer", {"importer": {"artifactUri": {"constant": "gs://b/schema"},
+                               "typeSchema": {"schemaTitle": "tfx.Schema"}}}),
+    ("resolver", {"resolver": {"outputArtifactQueries": {"out": {"filter": "state=LIVE"}}}}),
+])
+def test_importer_and_resolver_executors_fail_naming_the_task_before_anything_runs(
+        tmp_path, kind, executor):
+    spec = _spec(TWO_TASKS, {"second": executor})
+    root = tmp_path / "root"
+    with pytest.raises(RunError, match=f"task second has a {kind} executor"):
+        run_compiled(_write_yaml(tmp_path, spec), str(root))
+    assert not (root / "first").exists()
+
+
+def test_a_failing_task_fails_with_its_name_exit_code_and_log(tmp_path):
+    crash = _container("python", "-c",
+                       "import sys; print('disk on fire', file=sys.stderr); sys.exit(3)")
+    spec = _spec(dict(TWO_TASKS, third={"dependentTasks": ["second"]}), {"second": crash})
+    root = tmp_path / "root"
+    with pytest.raises(RunError, match="task second failed: its command exited with code 3") as e:
+        run_compiled(_write_yaml(tmp_path, spec), str(root))
+    assert "disk on fire" in str(e.value)
+    assert not (root / "third").exists()
+
+
+def test_a_task_writing_no_executor_output_fails(tmp_path):
+    spec = _spec({"silent": {}}, {"silent": _container("python", "-c", "pass")})
+    with pytest.raises(RunError, match="task silent exited without writing its ExecutorOutput"):
+        run_compiled(_write_yaml(tmp_path, spec), str(tmp_path / "root"))
+
+
+def test_a_malformed_file_fails_loudly(tmp_path):
+    spec = _spec(TWO_TASKS)
+    spec["root"]["dag"]["tasks"]["second"]["dependsOn"] = ["first"]  # not a PipelineSpec field
+    with pytest.raises(RunError, match="not a valid compiled pipeline.*dependsOn"):
+        run_compiled(_write_yaml(tmp_path, spec), str(tmp_path / "root"))
+
+
+def test_cli_prints_run_errors_without_a_traceback(tmp_path, capsys):
+    spec = _spec({"silent": {}}, {"silent": _container("python", "-c", "pass")})
+    assert cli.main(["run-compiled", _write_yaml(tmp_path, spec),
+                     "--pipeline-root", str(tmp_path / "root")]) == 2
+    assert capsys.readouterr().err.startswith("tfx-tabular: error: task silent exited without")
+
+
+@pytest.mark.slow
+def test_compiled_kubeflow_pipeline_runs_tfx_executors_end_to_end(tmp_path, capsys):
+    import tensorflow as tf
+
+    data, root = str(tmp_path / "data"), str(tmp_path / "root")
+    demo_data.write_dataset(data, 2000, days=2, files_per_day=1, row_group_size=500)
+    pipeline = create_pipeline("compiled", "gs://not-used/root", data, train_steps=5,
+                               batch_size=32, with_statistics=True,
+                               beam_pipeline_args=["--direct_running_mode=in_memory"])
+    kubeflow_yaml, vertex_json = str(tmp_path / "pipeline.yaml"), str(tmp_path / "pipeline.json")
+    kubeflow.compile_pipeline(pipeline, "kubeflow", "tfx-tabular:test", kubeflow_yaml)
+    kubeflow.compile_pipeline(pipeline, "vertex", "tfx-tabular:test", vertex_json)
+    assert compiled_runner.load_compiled(vertex_json)[0].root == \
+        compiled_runner.load_compiled(kubeflow_yaml)[0].root
+
+    summary = run_compiled(kubeflow_yaml, root)
+
+    assert set(summary) == {"ParquetExampleGen", "ParquetSchemaGen", "StatisticsGen",
+                            "ExampleValidator", "TabularTrainer"}
+    with open(os.path.join(root, "ParquetExampleGen", "executor_output.json")) as handle:
+        examples = json.load(handle)["artifacts"]["examples"]["artifacts"][0]
+    metadata = examples["metadata"]
+    # TFX's ExampleGen driver records span as a custom property; the Examples type also has a
+    # `span` property, so TFX's executor reports the custom one as `custom:span`.
+    assert metadata["custom:span"] == 0
+    assert metadata["input_fingerprint"].startswith("sha256:")
+    assert sum(metadata["row_counts"].values()) == 2000
+    assert os.path.exists(os.path.join(summary["ParquetSchemaGen"]["schema"], "schema.pbtxt"))
+    with open(os.path.join(root, "ExampleValidator", "executor_output.json")) as handle:
+        anomalies = json.load(handle)["artifacts"]["anomalies"]["artifacts"][0]
+    assert anomalies["metadata"]["blessed"] == {"train": 1, "eval": 1}  # stock, on our artifacts
+
+    model = summary["TabularTrainer"]["model"]
+    serving = tf.saved_model.load(os.path.join(model, "Format-Serving"))
+    records = glob.glob(os.path.join(examples["uri"], "Split-eval", "*"))
+    batch = next(iter(tf.data.TFRecordDataset(records).batch(4)))
+    assert serving.signatures["serving_default"](examples=batch)["outputs"].shape == (4, 1)
+    assert f"Model (TabularTrainer.model): {model}" in capsys.readouterr().out

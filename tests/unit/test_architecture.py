@@ -1,0 +1,97 @@
+"""The package's layers import downward only, and the core below the components has no TFX.
+
+io → schemas → training → components → pipelines → cli: a module may import its own layer and the
+layers before it, never a later one (imports inside functions count too).
+"""
+import ast
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "tfx_tabular"
+LAYERS = ["io", "schemas", "training", "components", "pipelines", "cli"]
+CORE = {"io", "schemas", "training"}
+
+
+def _layer(module: str):
+    parts = module.split(".")
+    if parts[0] != "tfx_tabular" or len(parts) == 1:
+        return None
+    return LAYERS.index(parts[1]) if parts[1] in LAYERS else None
+
+
+def _imports(path: pathlib.Path, module: str) -> list[str]:
+    names = []
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1]
+                                + ([base] if base else []))
+            names += [f"{base}.{a.name}" for a in node.names] if base == "tfx_tabular" else [base]
+    return names
+
+
+def _modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE.parent).with_suffix("")
+        parts = list(relative.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        yield path, ".".join(parts)
+
+
+def test_every_module_belongs_to_a_layer():
+    loose = [m for _, m in _modules() if m != "tfx_tabular" and _layer(m) is None]
+    assert not loose, f"modules outside the layers {LAYERS}: {loose}"
+
+
+def test_layers_import_downward_only():
+    upward = []
+    for path, module in _modules():
+        own = _layer(module)
+        if own is None:
+            continue
+        for name in _imports(path, module):
+            target = _layer(name)
+            if target is not None and target > own:
+                upward.append(f"{module} ({LAYERS[own]}) imports {name} ({LAYERS[target]})")
+    assert not upward, "\n".join(upward)
+
+
+def test_core_has_no_tfx_imports():
+    found = [f"{module} imports {name}" for path, module in _modules()
+             if module.split(".")[1:2] and module.split(".")[1] in CORE
+             for name in _imports(path, module) if name == "tfx" or name.startswith("tfx.")]
+    assert not found, "\n".join(found)
+
+
+def test_the_checker_sees_an_upward_import(tmp_path):
+    """The test above can fail: an io module importing a component is reported."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    from tfx_tabular.components import spec\n")
+    assert _layer(_imports(bad, "tfx_tabular.io.bad")[0]) > _layer("tfx_tabular.io.bad")
+
+
+@pytest.mark.parametrize("code", [
+    "import tfx_tabular",
+    "import tfx_tabular.schemas, tfx_tabular.components, tfx_tabular.pipelines",
+    "from tfx_tabular.training.input_fn import input_fn",
+])
+def test_light_imports_load_no_tfx(code):
+    probe = (f"{code}\nimport sys\n"
+             "print(sorted(m for m in sys.modules if m == 'tfx' or m.startswith('tfx.')))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_no_tests_ship_in_the_package():
+    """Tests live in tests/ only: nothing test-like is installed into the wheel or the image."""
+    shipped = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+               if p.name.startswith("test_") or p.name.endswith("_test.py") or p.name == "conftest.py"]
+    assert not shipped

@@ -1,0 +1,142 @@
+"""Schema inference from footers and the parsing spec derived from it, over the whole type table:
+Parquet → ParquetExampleGen's conversion → inferred schema → tf.io.parse_example → the source.
+(float16 is not here: pyarrow 10 cannot write it to Parquet; the encoder tests cover it.)"""
+import datetime
+import decimal
+import glob
+import math
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import tensorflow as tf
+from tensorflow_metadata.proto.v0 import schema_pb2
+
+from conftest import IN_MEMORY_BEAM
+from tfx_tabular.io import convert, parquet, plan
+from tfx_tabular import feature_spec
+from tfx_tabular.schemas.infer import SchemaError, infer_schema, overlay
+
+UTC = datetime.timezone.utc
+
+# name: (arrow type, values with nulls / empty lists, expected parsed python values per row)
+COLUMNS = {
+    "b": (pa.bool_(), [True, False, None, True], [[1], [0], [], [1]]),
+    "i8": (pa.int8(), [-128, 0, None, 127], [[-128], [0], [], [127]]),
+    "u32": (pa.uint32(), [0, 4294967295, None, 1], [[0], [4294967295], [], [1]]),
+    "u64": (pa.uint64(), [0, 2**63 - 1, None, 5], [[0], [2**63 - 1], [], [5]]),
+    "i64_required": (pa.int64(), [0, -1, 2**62, 7], [[0], [-1], [2**62], [7]]),
+    "f64": (pa.float64(), [0.1, float("nan"), None, float("-inf")],
+            [[np.float32(0.1)], [math.nan], [], [-math.inf]]),
+    "dec": (pa.decimal128(7, 2), [decimal.Decimal("-1.25"), decimal.Decimal("0.00"), None,
+                                  decimal.Decimal("99999.99")], [[-1.25], [0.0], [], [99999.99]]),
+    "d32": (pa.date32(), [datetime.date(1970, 1, 2), datetime.date(1969, 12, 31), None,
+                          datetime.date(2024, 1, 1)], [[1], [-1], [], [19723]]),
+    "ts_ns": (pa.timestamp("ns", tz="Europe/Paris"),
+              [datetime.datetime(1970, 1, 1, 0, 0, 1, tzinfo=UTC), None,
+               datetime.datetime(2024, 1, 1, tzinfo=UTC), datetime.datetime(1970, 1, 1, tzinfo=UTC)],
+              [[10**9], [], [1704067200 * 10**9], [0]]),
+    # Parquet has no seconds unit: the file stores ms, and the feature is in ms.
+    "ts_s": (pa.timestamp("s"), [datetime.datetime(1970, 1, 1, 0, 1), None, None,
+                                 datetime.datetime(1970, 1, 1)], [[60_000], [], [], [0]]),
+    "s": (pa.string(), ["", "héllo", None, "x"], [[b""], ["héllo".encode()], [], [b"x"]]),
+    "bin": (pa.binary(), [b"\xff\x00", b"", None, b"a"], [[b"\xff\x00"], [b""], [], [b"a"]]),
+    "fsb": (pa.binary(2), [b"ab", b"\x00\x01", None, b"zz"], [[b"ab"], [b"\x00\x01"], [], [b"zz"]]),
+    "dict": (pa.dictionary(pa.int32(), pa.string()), ["a", "b", None, "a"],
+             [[b"a"], [b"b"], [], [b"a"]]),
+    "ls": (pa.list_(pa.int64()), [[1, 2], [], None, [0]], [[1, 2], [], [], [0]]),
+    "lls": (pa.large_list(pa.string()), [["a"], [], None, ["", "b"]],
+            [[b"a"], [], [], [b"", b"b"]]),
+    "fsl_required": (pa.list_(pa.float32(), 3), [[1, 2, 3], [0, 0, 0], [4, 5, 6], [7, 8, 9]],
+                     [[1, 2, 3], [0, 0, 0], [4, 5, 6], [7, 8, 9]]),
+    "nested": (pa.list_(pa.list_(pa.int64())), [[[1, 2], [3]], [], None, [[], [4]]],
+               [[[1, 2], [3]], [], [], [[], [4]]]),
+    "st": (pa.struct([("x", pa.int64()), ("y", pa.string())]),
+           [{"x": 1, "y": "a"}, {"x": None, "y": "b"}, None, {"x": 0, "y": None}], None),
+}
+NOT_NULL = {"i64_required", "fsl_required"}
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    root = tmp_path_factory.mktemp("types")
+    fields = [pa.field(n, t, nullable=n not in NOT_NULL) for n, (t, _, _) in COLUMNS.items()]
+    arrays = [pa.array(v, t) if not pa.types.is_dictionary(t) else pa.array(v).dictionary_encode()
+              for t, v, _ in COLUMNS.values()]
+    (root / "data").mkdir()
+    pq.write_table(pa.Table.from_arrays(arrays, schema=pa.schema(fields)),
+                   str(root / "data" / "part.parquet"), version="2.6")  # 2.6 keeps ns timestamps
+    dataset, _ = plan.plan_conversion(str(root / "data"))
+    out = str(root / "examples")
+    convert.convert(dataset, out, plan.Splits(buckets=(("all", 1),)),
+                    beam_pipeline_args=IN_MEMORY_BEAM)
+    schema = infer_schema(parquet.read_source_metadata(out), label="i64_required")
+    records = list(tf.data.TFRecordDataset(glob.glob(out + "/Split-all/*")))
+    # One shard, one batch: rows keep their order.
+    return schema, tf.io.parse_example(tf.stack(records), feature_spec(schema))
+
+
+def _rows(tensor):
+    if isinstance(tensor, tf.RaggedTensor):
+        return tensor.to_list()
+    return tensor.numpy().tolist()
+
+
+@pytest.mark.parametrize("name", [n for n in COLUMNS if n != "st"])
+def test_every_type_parses_back_to_the_source_values(converted, name):
+    schema, parsed = converted
+    expected = COLUMNS[name][2]
+    got = _rows(parsed[name])
+    kind = {f.name: f.type for f in schema.feature}[name]
+    for row, (g, e) in enumerate(zip(got, expected)):
+        if kind == schema_pb2.FLOAT:
+            np.testing.assert_allclose(np.asarray(g, np.float32), np.asarray(e, np.float32),
+                                       err_msg=f"{name} row {row}")
+        else:
+            assert g == e, f"{name} row {row}"
+
+
+def test_structs_flatten_and_keep_nulls(converted):
+    _, parsed = converted
+    assert _rows(parsed["st.x"]) == [[1], [], [], [0]]
+    assert _rows(parsed["st.y"]) == [[b"a"], [b"b"], [], []]
+
+
+def test_footer_inference_shapes_domains_and_representations(converted):
+    schema, _ = converted
+    f = {x.name: x for x in schema.feature}
+    assert f["i64_required"].shape.dim[0].size == 1 and f["i64_required"].presence.min_fraction == 1
+    assert list(f["i64_required"].not_in_environment) == ["SERVING"]
+    assert [d.size for d in f["fsl_required"].shape.dim] == [3]
+    assert not f["i8"].HasField("shape") and f["i8"].value_count.max == 1
+    assert (f["i8"].int_domain.min, f["i8"].int_domain.max) == (-128, 127)
+    assert f["b"].HasField("bool_domain")
+    assert f["ts_ns"].time_domain.integer_format == schema_pb2.TimeDomain.UNIX_NANOSECONDS
+    assert f["d32"].time_domain.integer_format == schema_pb2.TimeDomain.UNIX_DAYS
+    ragged = schema.tensor_representation_group[""].tensor_representation["nested"].ragged_tensor
+    assert [p.row_length for p in ragged.partition] == ["nested.row_lengths_1"]
+    spec = feature_spec(schema)
+    assert isinstance(spec["i64_required"], tf.io.FixedLenFeature)
+    assert isinstance(spec["i8"], tf.io.RaggedFeature)
+    assert "nested.row_lengths_1" not in spec
+    assert "i64_required" not in feature_spec(schema, environment="SERVING")
+
+
+def test_curated_overlay_wins_and_unknown_features_fail(converted):
+    schema, _ = converted
+    curated = schema_pb2.Schema()
+    curated.feature.add(name="s", deprecated=True)
+    curated.feature.add(name="i8").int_domain.max = 5
+    merged = overlay(schema, curated)
+    f = {x.name: x for x in merged.feature}
+    assert f["s"].deprecated and f["i8"].int_domain.max == 5 and f["i8"].int_domain.min == 0
+    assert "s" not in feature_spec(merged)
+    bad = schema_pb2.Schema()
+    bad.feature.add(name="no_such_feature")
+    with pytest.raises(SchemaError, match="no_such_feature"):
+        overlay(schema, bad)
+    wrong_type = schema_pb2.Schema()
+    wrong_type.feature.add(name="s", type=schema_pb2.INT)
+    with pytest.raises(SchemaError, match="'s'"):
+        overlay(schema, wrong_type)

@@ -1,0 +1,29 @@
+"""ParquetExampleGen's parameters and their defaults, for component, executor and CLI alike.
+
+Input, output and range configs are FileBasedExampleGen's protos, handled by the component; the
+defaults of the conversion itself come from `tfx_tabular.io.plan`, which runs it.
+"""
+from __future__ import annotations
+
+from typing import Dict, List
+
+from tfx_tabular.components.parameters import Parameter
+from tfx_tabular.io.plan import DEFAULT_BUCKETS, OutputOptions
+
+EXAMPLES = "examples"
+DEFAULT_SPLIT_BUCKETS = dict(DEFAULT_BUCKETS)
+
+PARAMETERS = {
+    "columns": Parameter(List[str]),
+    "exclude_columns": Parameter(List[str], default=[]),
+    "partition_filter": Parameter(Dict[str, List[str]]),
+    "partition_types": Parameter(Dict[str, str]),
+    "split_keys": Parameter(List[str], default=[]),
+    "split_by_partition": Parameter(str),
+    "eval_last_partitions": Parameter(int, default=1),
+    "decimal_as": Parameter(str, default="float"),
+    "compression": Parameter(str, default=OutputOptions.compression),
+    "compression_level": Parameter(int, default=OutputOptions.compression_level),
+    "num_shards": Parameter(int, default=OutputOptions.num_shards),
+    "batch_size": Parameter(int, default=OutputOptions.batch_size),
+}

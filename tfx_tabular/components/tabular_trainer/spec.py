@@ -1,0 +1,29 @@
+"""TabularTrainer's parameters and their defaults, for component, executor, pipeline and CLI."""
+from __future__ import annotations
+
+from tfx_tabular.components.parameters import Parameter
+
+EXAMPLES = "examples"
+SCHEMA = "schema"
+TRANSFORM_GRAPH = "transform_graph"
+MODEL = "model"
+MODEL_RUN = "model_run"
+DEFAULT_TRAIN_SPLIT = "train"
+DEFAULT_EVAL_SPLIT = "eval"
+# The figures of a run, written by the chief beside its ModelRun (a Vertex launcher reads it back).
+RUN_SUMMARY_FILE = "run_summary.json"
+
+PARAMETERS = {
+    "epochs": Parameter(int, default=1),
+    "batch_size": Parameter(int, default=1024),
+    "label": Parameter(str),
+    "model_fn": Parameter(str),
+    "module_file": Parameter(str),
+    "learning_rate": Parameter(float, default=1e-3),
+    "cache": Parameter(str),
+    "distribution": Parameter(str, default="auto"),
+    "gpu_memory_limit_mb": Parameter(int),
+    "mixed_precision": Parameter(int, default=0),
+    # Stock Trainer's key and format: TFX's Vertex trainer executor reads it (see vertex.py).
+    "custom_config": Parameter(str),
+}

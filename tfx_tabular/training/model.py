@@ -1,0 +1,121 @@
+"""The reference model, built from a Schema with no data pass.
+
+numeric features → scaled by the schema's int/float domain (footer min/max), or sign·log1p without
+one, plus a missing indicator when nullable; categorical features (bytes, bools, categorical ints)
+→ hashing + embeddings; variable-length and nested lists → hashed embeddings mean-pooled over the
+ragged values (numeric lists: mean and count). Binary labels (bool, or an int domain of 0..1) get a
+sigmoid head with AUC; other labels a regression head.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import tensorflow as tf
+import tf_keras as keras
+from tensorflow_metadata.proto.v0 import schema_pb2
+
+from tfx_tabular.schemas.parsing import feature_spec
+
+HASH_BINS = 10_007
+EMBEDDING_DIM = 8
+
+
+def is_categorical(feature: schema_pb2.Feature) -> bool:
+    if feature.type == schema_pb2.BYTES or feature.HasField("bool_domain"):
+        return True
+    return feature.type == schema_pb2.INT and feature.int_domain.is_categorical
+
+
+def is_binary_label(feature: schema_pb2.Feature) -> bool:
+    return feature.HasField("bool_domain") or (
+        feature.HasField("int_domain") and feature.int_domain.min == 0 and feature.int_domain.max == 1)
+
+
+def _hash(values: tf.Tensor) -> tf.Tensor:
+    if values.dtype == tf.string:
+        return tf.strings.to_hash_bucket_fast(values, HASH_BINS)
+    return tf.math.floormod(tf.cast(values, tf.int64) * 2654435761, HASH_BINS)
+
+
+def _pool(ragged: tf.RaggedTensor) -> tf.Tensor:
+    """Mean over each row's values (rows without values → 0)."""
+    while ragged.ragged_rank > 1:
+        ragged = ragged.merge_dims(1, 2)
+    total = tf.reduce_sum(ragged, axis=1)
+    count = tf.cast(ragged.row_lengths(), total.dtype)
+    return total / tf.expand_dims(tf.maximum(count, 1.0), -1) if total.shape.rank == 2 else \
+        total / tf.maximum(count, 1.0)
+
+
+class SchemaFeatures(keras.layers.Layer):
+    """Parsed features (dense or ragged) → one dense float vector per example."""
+
+    def __init__(self, schema: schema_pb2.Schema, label: Optional[str], **kwargs):
+        super().__init__(**kwargs)
+        self._schema_bytes = schema.SerializeToString()
+        spec = feature_spec(schema)
+        self._features = [f for f in schema.feature if f.name in spec and f.name != label]
+        self._spec = spec
+        self._embeddings = {
+            f.name: keras.layers.Embedding(HASH_BINS, EMBEDDING_DIM, name=f"embed_{_safe(f.name)}")
+            for f in self._features if is_categorical(f)}
+
+    def _scale(self, feature: schema_pb2.Feature, x: tf.Tensor) -> tf.Tensor:
+        x = tf.cast(x, tf.float32)
+        domain = feature.int_domain if feature.HasField("int_domain") else (
+            feature.float_domain if feature.HasField("float_domain") else None)
+        if domain is not None and domain.max > domain.min:
+            return (x - domain.min) / (domain.max - domain.min)
+        return tf.sign(x) * tf.math.log1p(tf.abs(x))
+
+    def call(self, inputs):
+        parts = []
+        for feature in self._features:
+            x = inputs[feature.name]
+            if is_categorical(feature):
+                embed = self._embeddings[feature.name]
+                if isinstance(x, tf.RaggedTensor):
+                    ids = tf.ragged.map_flat_values(_hash, x)
+                    parts.append(_pool(tf.ragged.map_flat_values(embed, ids)))
+                else:
+                    parts.append(tf.reduce_mean(embed(_hash(x)), axis=1))
+            elif isinstance(x, tf.RaggedTensor):
+                scaled = tf.ragged.map_flat_values(lambda v, f=feature: self._scale(f, v), x)
+                while scaled.ragged_rank > 1:
+                    scaled = scaled.merge_dims(1, 2)
+                count = tf.cast(scaled.row_lengths(), tf.float32)
+                parts += [tf.expand_dims(_pool(scaled), -1), tf.expand_dims(tf.math.log1p(count), -1)]
+            else:
+                scaled = self._scale(feature, x)
+                parts.append(scaled if scaled.shape.rank == 2 else tf.expand_dims(scaled, -1))
+        return tf.concat(parts, axis=1)
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "_-" else "_" for c in name)
+
+
+def _input_for(name: str, spec) -> keras.Input:
+    if isinstance(spec, tf.io.FixedLenFeature):
+        return keras.Input(shape=tuple(spec.shape), dtype=spec.dtype, name=_safe(name))
+    ragged_rank = 1 + len(spec.partitions)
+    return keras.Input(shape=(None,) * ragged_rank, dtype=spec.dtype, ragged=True, name=_safe(name))
+
+
+def build_reference_model(schema: schema_pb2.Schema, label: str,
+                          hidden_units: tuple[int, ...] = (256, 128)) -> keras.Model:
+    """An uncompiled Keras 2 model (the trainer owns the optimizer and the loop);
+    `model.binary_label` tells the trainer which loss and metrics to use."""
+    spec = feature_spec(schema)
+    label_feature = next((f for f in schema.feature if f.name == label), None)
+    if label_feature is None:
+        raise ValueError(f"label {label!r} is not in the schema")
+    inputs = {name: _input_for(name, s) for name, s in spec.items() if name != label}
+    x = SchemaFeatures(schema, label, name="schema_features")(inputs)
+    for units in hidden_units:
+        x = keras.layers.Dense(units, activation="relu")(x)
+    binary = is_binary_label(label_feature)
+    output = keras.layers.Dense(1, activation="sigmoid" if binary else None, name="output")(x)
+    model = keras.Model(inputs=inputs, outputs=output)
+    model.binary_label = binary
+    return model
