@@ -768,3 +768,56 @@ def test_overlay_tensor_representations_of_unknown_features_fail(tmp_path):
         "id"
     assert overlay(inferred, good).tensor_representation_group["g"].tensor_representation[
         "id"].dense_tensor.column_name == "id"
+
+
+# --- names Parquet allows but tf.Example cannot hold twice --------------------------------------
+
+def test_duplicate_top_level_columns_fail_naming_file_and_column(tmp_path):
+    """Arrow hands out either of two same-named columns: they converted silently with the wrong
+    values (`a` held the label's). Now an InputError, also as the CLI's one-line error."""
+    from tfx_tabular import cli
+
+    table = pa.Table.from_arrays([pa.array([1, 2]), pa.array([3, 4]), pa.array([0, 1])],
+                                 names=["a", "a", "label"])
+    write(tmp_path / "in" / "part.parquet", table)
+    with pytest.raises(InputError, match=r"part\.parquet: column 'a' appears 2 times"):
+        open_dataset(str(tmp_path / "in"))
+    assert cli.main(["convert", str(tmp_path / "in"), str(tmp_path / "out")]) != 0
+    assert_nothing_published(tmp_path / "out")
+
+
+def test_duplicate_struct_fields_are_an_input_error_naming_file_and_column(tmp_path):
+    struct = pa.StructArray.from_arrays([pa.array([1, 2]), pa.array([3, 4])], names=["x", "x"])
+    write(tmp_path / "in" / "part.parquet", pa.Table.from_arrays([struct], names=["st"]))
+    with pytest.raises(InputError, match=r"part\.parquet: column 'st' holds two struct fields "
+                                         r"that both make feature 'st\.x'"):
+        open_dataset(str(tmp_path / "in"))
+
+
+# --- schema inference honours exclusions and samples the whole source ---------------------------
+
+def test_schema_of_examples_honours_exclude_columns(tmp_path):
+    from tfx_tabular.schemas.source import schema_of
+
+    write(tmp_path / "in" / "part.parquet",
+          pa.table({"id": [1, 2, 3], "x": [0.5, 1.5, None], "label": [0, 1, 0]}))
+    run(open_dataset(str(tmp_path / "in")), str(tmp_path / "out"), ONE_SPLIT, OutputOptions())
+    inferred = schema_of(str(tmp_path / "out"), exclude_columns=["x"])
+    assert inferred.from_examples
+    assert [f.name for f in inferred.schema.feature] == ["id", "label"]
+    with pytest.raises(InputError, match="nope"):
+        schema_of(str(tmp_path / "out"), exclude_columns=["nope"])
+
+
+def test_statistics_sample_spans_every_row_group_of_every_file(tmp_path):
+    from tfx_tabular.schemas.statistics import sample_parquet
+
+    for i in range(2):  # 2 files × 4 row groups of 25 rows; ids 0..199
+        write(tmp_path / "in" / f"part-{i}.parquet",
+              pa.table({"id": np.arange(i * 100, i * 100 + 100, dtype=np.int64)}),
+              row_group_size=25)
+    sample = str(tmp_path / "sample.tfrecord")
+    assert sample_parquet(open_dataset(str(tmp_path / "in")), 16, sample) == 16
+    ids = sorted(features(r)["id"][0] for r in tf.data.TFRecordDataset(sample).as_numpy_iterator())
+    # Two rows from the start of each of the 8 row groups, not the first 8 rows of each file.
+    assert ids == sorted(g * 25 + k for g in range(8) for k in range(2))
