@@ -1,4 +1,5 @@
 """Shared fixtures: small Parquet datasets written once per session (tests must not modify them)."""
+
 import os
 
 import numpy as np
@@ -35,13 +36,16 @@ HIVE_JUNK = {  # files Spark / Hadoop / Hive leave beside the data: never read
 
 def hive_table(first_id: int, rows: int) -> pa.Table:
     ids = np.arange(first_id, first_id + rows, dtype=np.int64)
-    return pa.table({
-        "id": pa.array(ids),
-        "x": pa.array((ids * 0.5).astype(np.float64), mask=ids % 7 == 0),
-        "s": pa.array([f"s{i % 5}" if i % 11 else "" for i in ids]),
-        "tags": pa.array([list(range(i % 4)) if i % 13 else None for i in ids],
-                         pa.list_(pa.int64())),
-    })
+    return pa.table(
+        {
+            "id": pa.array(ids),
+            "x": pa.array((ids * 0.5).astype(np.float64), mask=ids % 7 == 0),
+            "s": pa.array([f"s{i % 5}" if i % 11 else "" for i in ids]),
+            "tags": pa.array(
+                [list(range(i % 4)) if i % 13 else None for i in ids], pa.list_(pa.int64())
+            ),
+        }
+    )
 
 
 @pytest.fixture(scope="session")
@@ -65,8 +69,9 @@ def tfx_parquet_testdata() -> str:
     """The folder of TFX's own Parquet test file (the Chicago taxi sample, 10,000 rows)."""
     import tfx
 
-    folder = os.path.join(os.path.dirname(tfx.__file__), "components", "testdata", "external",
-                          "parquet")
+    folder = os.path.join(
+        os.path.dirname(tfx.__file__), "components", "testdata", "external", "parquet"
+    )
     if not os.path.exists(os.path.join(folder, "data.parquet")):
         pytest.skip("tfx's testdata/external/parquet/data.parquet is not installed")
     return folder

@@ -3,6 +3,7 @@
 Public API: `tfx_tabular.components` (ParquetExampleGen, ParquetSchemaGen), `tfx_tabular.schemas`,
 `tfx_tabular.feature_spec(schema)` and `tfx_tabular.input_fn(file_pattern, schema, batch_size)`. Imports are lazy: `import tfx_tabular` loads no TensorFlow.
 """
+
 __version__ = "0.1.0"
 
 

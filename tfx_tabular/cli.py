@@ -1,5 +1,6 @@
 """The `tfx-tabular` command. Heavy imports (TensorFlow, Beam) happen inside the subcommands,
 so `tfx-tabular --help` stays fast."""
+
 from __future__ import annotations
 
 import argparse
@@ -43,31 +44,71 @@ def _add_conversion_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("input")
     g.add_argument("--columns", type=_csv, help="only these columns (comma-separated)")
     g.add_argument("--exclude", type=_csv, default=[], help="drop these columns")
-    g.add_argument("--partition-filter", type=_pairs, action="append", default=[],
-                   metavar="KEY=V1,V2", help="keep files whose partition KEY is one of the values")
-    g.add_argument("--partition-type", type=_pairs, action="append", default=[],
-                   metavar="KEY=int|string", help="override a partition value type")
-    g.add_argument("--decimal-as", choices=["float", "bytes"],
-                   default=PARAMETERS["decimal_as"].default)
+    g.add_argument(
+        "--partition-filter",
+        type=_pairs,
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="keep files whose partition KEY is one of the values",
+    )
+    g.add_argument(
+        "--partition-type",
+        type=_pairs,
+        action="append",
+        default=[],
+        metavar="KEY=int|string",
+        help="override a partition value type",
+    )
+    g.add_argument(
+        "--decimal-as", choices=["float", "bytes"], default=PARAMETERS["decimal_as"].default
+    )
     g = p.add_argument_group(f"splits (default: hash buckets {buckets} over the whole row)")
-    g.add_argument("--split-buckets", type=_csv, metavar="NAME=N,...",
-                   help="hash buckets per split, e.g. train=9,eval=1")
+    g.add_argument(
+        "--split-buckets",
+        type=_csv,
+        metavar="NAME=N,...",
+        help="hash buckets per split, e.g. train=9,eval=1",
+    )
     g.add_argument("--split-keys", type=_csv, default=[], help="hash these columns, not the row")
-    g.add_argument("--split-by-partition", metavar="KEY",
-                   help="split by a partition value: the last --eval-last values → eval")
+    g.add_argument(
+        "--split-by-partition",
+        metavar="KEY",
+        help="split by a partition value: the last --eval-last values → eval",
+    )
     g.add_argument("--eval-last", type=int, default=PARAMETERS["eval_last_partitions"].default)
-    g.add_argument("--split-pattern", type=_pairs, action="append", default=[],
-                   metavar="NAME=GLOB", help="files matching GLOB (relative to INPUT) → split NAME")
+    g.add_argument(
+        "--split-pattern",
+        type=_pairs,
+        action="append",
+        default=[],
+        metavar="NAME=GLOB",
+        help="files matching GLOB (relative to INPUT) → split NAME",
+    )
     g = p.add_argument_group("output")
-    g.add_argument("--compression", choices=["none", "gzip"],
-                   default=PARAMETERS["compression"].default)
+    g.add_argument(
+        "--compression", choices=["none", "gzip"], default=PARAMETERS["compression"].default
+    )
     g.add_argument("--gzip-level", type=int, default=PARAMETERS["compression_level"].default)
-    g.add_argument("--num-shards", type=int, default=PARAMETERS["num_shards"].default,
-                   help="0: one per ~1M rows, at least 2")
-    g.add_argument("--batch-size", type=int, default=PARAMETERS["batch_size"].default,
-                   help="rows per Arrow batch")
-    g.add_argument("--beam-arg", action="append", default=[], metavar="ARG",
-                   help="a Beam pipeline argument, e.g. --beam-arg=--direct_num_workers=2")
+    g.add_argument(
+        "--num-shards",
+        type=int,
+        default=PARAMETERS["num_shards"].default,
+        help="0: one per ~1M rows, at least 2",
+    )
+    g.add_argument(
+        "--batch-size",
+        type=int,
+        default=PARAMETERS["batch_size"].default,
+        help="rows per Arrow batch",
+    )
+    g.add_argument(
+        "--beam-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="a Beam pipeline argument, e.g. --beam-arg=--direct_num_workers=2",
+    )
 
 
 def _add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
@@ -75,17 +116,24 @@ def _add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--pipeline-name", default="tfx-tabular")
     p.add_argument("--label", default="label")
-    p.add_argument("--split-by-partition", metavar="KEY",
-                   help="the last value of this partition key → eval (default: hash 2:1)")
+    p.add_argument(
+        "--split-by-partition",
+        metavar="KEY",
+        help="the last value of this partition key → eval (default: hash 2:1)",
+    )
     p.add_argument("--curated-schema", help="a schema.pbtxt overlaid on the inferred schema")
     p.add_argument("--epochs", type=int, default=PARAMETERS["epochs"].default)
     p.add_argument("--train-steps", type=int, help="total training steps (overrides --epochs)")
     p.add_argument("--batch-size", type=int, default=PARAMETERS["batch_size"].default)
     p.add_argument("--model-fn", help="package.module:function building the Keras model")
-    p.add_argument("--with-statistics", action="store_true",
-                   help="add stock StatisticsGen + ExampleValidator")
-    p.add_argument("--with-transform", action="store_true",
-                   help="add stock Transform with the schema-driven preprocessing_fn")
+    p.add_argument(
+        "--with-statistics", action="store_true", help="add stock StatisticsGen + ExampleValidator"
+    )
+    p.add_argument(
+        "--with-transform",
+        action="store_true",
+        help="add stock Transform with the schema-driven preprocessing_fn",
+    )
     p.add_argument("--with-evaluator", action="store_true", help="add stock Evaluator")
     p.add_argument("--no-cache", action="store_true", help="disable TFX's execution cache")
     p.add_argument("--beam-arg", action="append", default=[], metavar="ARG")
@@ -95,23 +143,37 @@ def _convert(args, input_base: str, output_dir: str):
     from tfx_tabular.io import convert, plan
 
     dataset, splits = plan.plan_conversion(
-        input_base, patterns=dict(args.split_pattern) or None,
+        input_base,
+        patterns=dict(args.split_pattern) or None,
         buckets={k: int(v) for k, v in map(_pairs, args.split_buckets or [])} or None,
-        split_keys=args.split_keys, split_by_partition=args.split_by_partition,
-        eval_last_partitions=args.eval_last, columns=args.columns, exclude_columns=args.exclude,
+        split_keys=args.split_keys,
+        split_by_partition=args.split_by_partition,
+        eval_last_partitions=args.eval_last,
+        columns=args.columns,
+        exclude_columns=args.exclude,
         partition_filter={k: _csv(v) for k, v in args.partition_filter},
-        partition_types=dict(args.partition_type), decimal_as=args.decimal_as)
-    options = plan.OutputOptions(compression=args.compression,
-                                    compression_level=args.gzip_level,
-                                    num_shards=args.num_shards, batch_size=args.batch_size)
-    print(f"converting {dataset.num_rows:,} rows in {len(dataset.files)} files "
-          f"({len(dataset.features)} features) → {output_dir}", flush=True)
+        partition_types=dict(args.partition_type),
+        decimal_as=args.decimal_as,
+    )
+    options = plan.OutputOptions(
+        compression=args.compression,
+        compression_level=args.gzip_level,
+        num_shards=args.num_shards,
+        batch_size=args.batch_size,
+    )
+    print(
+        f"converting {dataset.num_rows:,} rows in {len(dataset.files)} files "
+        f"({len(dataset.features)} features) → {output_dir}",
+        flush=True,
+    )
     result = convert.convert(dataset, output_dir, splits, options, args.beam_arg)
     for name, rows in result.rows.items():
         print(f"  Split-{name}: {rows:,} rows")
-    print(f"  {sum(result.rows.values()):,} rows in {result.seconds:.1f} s = "
-          f"{result.rows_per_second:,.0f} rows/s ({result.num_shards} shards, "
-          f"compression {result.compression})")
+    print(
+        f"  {sum(result.rows.values()):,} rows in {result.seconds:.1f} s = "
+        f"{result.rows_per_second:,.0f} rows/s ({result.num_shards} shards, "
+        f"compression {result.compression})"
+    )
     return result
 
 
@@ -125,19 +187,32 @@ def cmd_infer_schema(args) -> int:
     from tfx_tabular.schemas.source import schema_of
 
     start = time.perf_counter()
-    inferred = schema_of(args.input, label=args.label, exclude_columns=args.exclude,
-                         statistics=args.stats, sample_rows=args.sample_rows,
-                         max_vocabulary=args.max_vocabulary, curated=args.curated,
-                         beam_pipeline_args=args.beam_arg)
-    source = ("the Examples artifact" if inferred.from_examples
-              else f"{inferred.num_files} Parquet footers")
-    print(f"inferred {len(inferred.schema.feature)} features from {source} in "
-          f"{time.perf_counter() - start:.2f} s (no pass over the "
-          f"{inferred.metadata.num_rows:,} rows)")
+    inferred = schema_of(
+        args.input,
+        label=args.label,
+        exclude_columns=args.exclude,
+        statistics=args.stats,
+        sample_rows=args.sample_rows,
+        max_vocabulary=args.max_vocabulary,
+        curated=args.curated,
+        beam_pipeline_args=args.beam_arg,
+    )
+    source = (
+        "the Examples artifact"
+        if inferred.from_examples
+        else f"{inferred.num_files} Parquet footers"
+    )
+    print(
+        f"inferred {len(inferred.schema.feature)} features from {source} in "
+        f"{time.perf_counter() - start:.2f} s (no pass over the "
+        f"{inferred.metadata.num_rows:,} rows)"
+    )
     if inferred.statistics is not None:
-        print(f"statistics over {inferred.statistics.rows:,} sampled rows: "
-              f"{inferred.statistics.seconds:.1f} s, {inferred.statistics.string_domains} string "
-              "domains added")
+        print(
+            f"statistics over {inferred.statistics.rows:,} sampled rows: "
+            f"{inferred.statistics.seconds:.1f} s, {inferred.statistics.string_domains} string "
+            "domains added"
+        )
     schemas.write_schema(inferred.schema, args.output)
     print(f"schema written to {args.output}")
     return 0
@@ -150,18 +225,34 @@ def cmd_show_schema(args) -> int:
     return 0
 
 
-def _create_pipeline(args, data_root: str, pipeline_root: str,
-                     metadata_path: Optional[str] = None, vertex_training=None):
+def _create_pipeline(
+    args,
+    data_root: str,
+    pipeline_root: str,
+    metadata_path: Optional[str] = None,
+    vertex_training=None,
+):
     from tfx_tabular.pipelines import create_pipeline
 
     return create_pipeline(
-        args.pipeline_name, pipeline_root, data_root, label=args.label,
-        metadata_path=metadata_path, split_by_partition=args.split_by_partition,
-        curated_schema=args.curated_schema, epochs=args.epochs, train_steps=args.train_steps,
-        batch_size=args.batch_size, with_statistics=args.with_statistics,
-        with_transform=args.with_transform, with_evaluator=args.with_evaluator,
-        model_fn=args.model_fn, beam_pipeline_args=args.beam_arg, enable_cache=not args.no_cache,
-        vertex_training=vertex_training)
+        args.pipeline_name,
+        pipeline_root,
+        data_root,
+        label=args.label,
+        metadata_path=metadata_path,
+        split_by_partition=args.split_by_partition,
+        curated_schema=args.curated_schema,
+        epochs=args.epochs,
+        train_steps=args.train_steps,
+        batch_size=args.batch_size,
+        with_statistics=args.with_statistics,
+        with_transform=args.with_transform,
+        with_evaluator=args.with_evaluator,
+        model_fn=args.model_fn,
+        beam_pipeline_args=args.beam_arg,
+        enable_cache=not args.no_cache,
+        vertex_training=vertex_training,
+    )
 
 
 def _run_pipeline(args, data_root: str, pipeline_root: str) -> int:
@@ -173,8 +264,11 @@ def _run_pipeline(args, data_root: str, pipeline_root: str) -> int:
     metadata_path = local_metadata_path(pipeline_root)
     pipeline = _create_pipeline(args, os.path.abspath(data_root), pipeline_root, metadata_path)
     start = time.perf_counter()
-    print(f"running pipeline {args.pipeline_name!r} with TFX's BeamDagRunner "
-          f"(ML Metadata: {metadata_path})", flush=True)
+    print(
+        f"running pipeline {args.pipeline_name!r} with TFX's BeamDagRunner "
+        f"(ML Metadata: {metadata_path})",
+        flush=True,
+    )
     BeamDagRunner().run(pipeline)
     print(f"pipeline finished in {time.perf_counter() - start:.0f} s\n")
     print_run_report(metadata_path, args.pipeline_name)
@@ -200,42 +294,60 @@ def cmd_demo(args) -> int:
 def cmd_compile(args) -> int:
     from tfx_tabular.pipelines import kubeflow
 
-    vertex_training, resources = None, kubeflow.TrainerResources(
-        gpus=args.gpus, gpu_type=args.gpu_type, cpu_limit=args.cpu_limit,
-        memory_limit_gib=args.memory_limit)
-    job_flags = {"--training-job-region": args.training_job_region,
-                 "--training-job-machine-type": args.training_job_machine_type,
-                 "--training-job-replicas": args.training_job_replicas,
-                 "--training-job-service-account": args.training_job_service_account}
+    vertex_training, resources = (
+        None,
+        kubeflow.TrainerResources(
+            gpus=args.gpus,
+            gpu_type=args.gpu_type,
+            cpu_limit=args.cpu_limit,
+            memory_limit_gib=args.memory_limit,
+        ),
+    )
+    job_flags = {
+        "--training-job-region": args.training_job_region,
+        "--training-job-machine-type": args.training_job_machine_type,
+        "--training-job-replicas": args.training_job_replicas,
+        "--training-job-service-account": args.training_job_service_account,
+    }
     if not args.training_job_project and any(job_flags.values()):
-        raise kubeflow.CompileError(f"{', '.join(f for f, v in job_flags.items() if v)} "
-                                    "without --training-job-project")
+        raise kubeflow.CompileError(
+            f"{', '.join(f for f, v in job_flags.items() if v)} without --training-job-project"
+        )
     if args.training_job_project:
         from tfx_tabular.components.tabular_trainer.vertex import VertexTraining
 
         if args.cpu_limit or args.memory_limit:
-            raise kubeflow.CompileError("--cpu-limit / --memory-limit size the Trainer task; with "
-                                        "a training job, choose --training-job-machine-type")
+            raise kubeflow.CompileError(
+                "--cpu-limit / --memory-limit size the Trainer task; with "
+                "a training job, choose --training-job-machine-type"
+            )
         try:
             vertex_training = VertexTraining(
-                project=args.training_job_project, region=args.training_job_region,
-                image=args.image, machine_type=args.training_job_machine_type or "n1-standard-8",
-                accelerator_type=args.gpu_type, accelerator_count=args.gpus,
+                project=args.training_job_project,
+                region=args.training_job_region,
+                image=args.image,
+                machine_type=args.training_job_machine_type or "n1-standard-8",
+                accelerator_type=args.gpu_type,
+                accelerator_count=args.gpus,
                 replica_count=args.training_job_replicas or 1,
-                service_account=args.training_job_service_account)
+                service_account=args.training_job_service_account,
+            )
         except ValueError as e:
             raise kubeflow.CompileError(f"Vertex AI training job: {e}") from None
         resources = kubeflow.TrainerResources()  # the job's machines train, not the task
     try:
-        pipeline = _create_pipeline(args, args.data_root, args.pipeline_root,
-                                    vertex_training=vertex_training)
+        pipeline = _create_pipeline(
+            args, args.data_root, args.pipeline_root, vertex_training=vertex_training
+        )
     except ValueError as e:  # the components' own checks, e.g. the batch over the devices
         raise kubeflow.CompileError(str(e)) from None
     compiled = kubeflow.compile_pipeline(pipeline, args.target, args.image, args.output, resources)
     spec = compiled.get("pipelineSpec", compiled)
-    print(f"wrote {args.output}: {args.target} pipeline {spec['pipelineInfo']['name']!r}, "
-          f"{len(spec['root']['dag']['tasks'])} tasks on {args.image}, "
-          f"schemaVersion {spec['schemaVersion']}")
+    print(
+        f"wrote {args.output}: {args.target} pipeline {spec['pipelineInfo']['name']!r}, "
+        f"{len(spec['root']['dag']['tasks'])} tasks on {args.image}, "
+        f"schemaVersion {spec['schemaVersion']}"
+    )
     return 0
 
 
@@ -244,11 +356,16 @@ def cmd_submit(args) -> int:
 
     from tfx_tabular.pipelines import kubeflow
 
-    request = kubeflow.submit(args.compiled, args.project, args.region,
-                              pipeline_root=args.pipeline_root,
-                              service_account=args.service_account,
-                              enable_caching=False if args.no_cache else None,
-                              display_name=args.display_name, dry_run=args.dry_run)
+    request = kubeflow.submit(
+        args.compiled,
+        args.project,
+        args.region,
+        pipeline_root=args.pipeline_root,
+        service_account=args.service_account,
+        enable_caching=False if args.no_cache else None,
+        display_name=args.display_name,
+        dry_run=args.dry_run,
+    )
     if args.dry_run:
         print(json.dumps(request, indent=1, sort_keys=True))
     else:
@@ -268,28 +385,40 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="tfx-tabular",
-        description="Train TensorFlow models on partitioned Parquet larger than memory, in TFX.")
-    parser.add_argument("--verbose", action="store_true",
-                        help="show TensorFlow, absl and Beam logs and warnings")
+        description="Train TensorFlow models on partitioned Parquet larger than memory, in TFX.",
+    )
+    parser.add_argument(
+        "--verbose", action="store_true", help="show TensorFlow, absl and Beam logs and warnings"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("convert", help="Parquet → TFRecord tf.Example splits (ParquetExampleGen's "
-                                       "Beam pipeline, outside TFX)")
+    p = sub.add_parser(
+        "convert",
+        help="Parquet → TFRecord tf.Example splits (ParquetExampleGen's "
+        "Beam pipeline, outside TFX)",
+    )
     p.add_argument("input", help="input folder or URI (hive partition folders allowed)")
     p.add_argument("output_dir", help="empty output folder or URI: Split-<name>/ folders go here")
     _add_conversion_arguments(p)
     p.set_defaults(func=cmd_convert)
 
-    p = sub.add_parser("infer-schema", help="a TFMD schema from Parquet footers (or a "
-                                            "ParquetExampleGen output folder), no data pass")
+    p = sub.add_parser(
+        "infer-schema",
+        help="a TFMD schema from Parquet footers (or a "
+        "ParquetExampleGen output folder), no data pass",
+    )
     p.add_argument("input", help="a Parquet folder, or a folder ParquetExampleGen wrote")
     p.add_argument("-o", "--output", required=True, help="schema.pbtxt to write")
     p.add_argument("--label", help="the label column (absent in the SERVING environment)")
-    p.add_argument("--stats", action="store_true",
-                   help="add vocabularies, value counts and presence from TFDV over a sample")
+    p.add_argument(
+        "--stats",
+        action="store_true",
+        help="add vocabularies, value counts and presence from TFDV over a sample",
+    )
     p.add_argument("--sample-rows", type=int, default=schema_gen.PARAMETERS["sample_rows"].default)
-    p.add_argument("--max-vocabulary", type=int,
-                   default=schema_gen.PARAMETERS["max_vocabulary_size"].default)
+    p.add_argument(
+        "--max-vocabulary", type=int, default=schema_gen.PARAMETERS["max_vocabulary_size"].default
+    )
     p.add_argument("--curated", help="a schema.pbtxt whose features' settings win")
     p.add_argument("--exclude", type=_csv, default=[], help="drop these columns")
     p.add_argument("--beam-arg", action="append", default=[], metavar="ARG")
@@ -299,37 +428,59 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="schema.pbtxt, or a Schema artifact folder")
     p.set_defaults(func=cmd_show_schema)
 
-    p = sub.add_parser("run", help="run the pipeline locally with TFX's BeamDagRunner "
-                                   "(SQLite ML Metadata inside the pipeline root)")
+    p = sub.add_parser(
+        "run",
+        help="run the pipeline locally with TFX's BeamDagRunner "
+        "(SQLite ML Metadata inside the pipeline root)",
+    )
     p.add_argument("--data-root", required=True, help="the Parquet dataset (hive folders allowed)")
     p.add_argument("--pipeline-root", required=True)
     _add_pipeline_arguments(p)
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("compile", help="compile the pipeline for Kubeflow Pipelines (PipelineSpec "
-                                       "YAML) or Vertex AI (PipelineJob JSON)")
+    p = sub.add_parser(
+        "compile",
+        help="compile the pipeline for Kubeflow Pipelines (PipelineSpec "
+        "YAML) or Vertex AI (PipelineJob JSON)",
+    )
     p.add_argument("--target", choices=["kubeflow", "vertex"], required=True)
-    p.add_argument("--data-root", required=True, help="the Parquet dataset URI, as the tasks see it")
+    p.add_argument(
+        "--data-root", required=True, help="the Parquet dataset URI, as the tasks see it"
+    )
     p.add_argument("--pipeline-root", required=True, help="artifact root URI (e.g. gs://b/root)")
     p.add_argument("--image", required=True, help="the image every task runs (see Dockerfile)")
-    p.add_argument("-o", "--output", required=True, help="pipeline.yaml (kubeflow) or .json (vertex)")
+    p.add_argument(
+        "-o", "--output", required=True, help="pipeline.yaml (kubeflow) or .json (vertex)"
+    )
     g = p.add_argument_group("Trainer task resources")
     g.add_argument("--gpus", type=int, default=0, help="GPUs for the Trainer task")
-    g.add_argument("--gpu-type", help="kubeflow: a node resource name (default nvidia.com/gpu); "
-                                      "vertex: an accelerator, e.g. NVIDIA_L4, NVIDIA_H100_80GB")
+    g.add_argument(
+        "--gpu-type",
+        help="kubeflow: a node resource name (default nvidia.com/gpu); "
+        "vertex: an accelerator, e.g. NVIDIA_L4, NVIDIA_H100_80GB",
+    )
     g.add_argument("--cpu-limit", type=float, default=0.0, help="vCPUs for the Trainer task")
     g.add_argument("--memory-limit", type=float, default=0.0, help="GiB for the Trainer task")
     g = p.add_argument_group(
-        "Vertex AI training job", "train on a Vertex AI custom job instead of inside the Trainer "
+        "Vertex AI training job",
+        "train on a Vertex AI custom job instead of inside the Trainer "
         "task (either target); --gpus / --gpu-type (a Vertex accelerator name) then size each "
-        "replica, and --image is the replicas' image")
-    g.add_argument("--training-job-project", metavar="PROJECT",
-                   help="the Google Cloud project the job runs in (turns the job on)")
+        "replica, and --image is the replicas' image",
+    )
+    g.add_argument(
+        "--training-job-project",
+        metavar="PROJECT",
+        help="the Google Cloud project the job runs in (turns the job on)",
+    )
     g.add_argument("--training-job-region", metavar="REGION", help="e.g. us-central1")
     g.add_argument("--training-job-machine-type", metavar="TYPE", help="default n1-standard-8")
-    g.add_argument("--training-job-replicas", type=int, metavar="N",
-                   help="> 1: multi-worker training, one chief and N-1 workers (TF_CONFIG); "
-                        "--batch-size must divide evenly over replicas × GPUs (default 1)")
+    g.add_argument(
+        "--training-job-replicas",
+        type=int,
+        metavar="N",
+        help="> 1: multi-worker training, one chief and N-1 workers (TF_CONFIG); "
+        "--batch-size must divide evenly over replicas × GPUs (default 1)",
+    )
     g.add_argument("--training-job-service-account", metavar="SA")
     _add_pipeline_arguments(p)
     p.set_defaults(func=cmd_compile)
@@ -342,12 +493,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pipeline-root", help="override the compiled pipeline root")
     p.add_argument("--display-name")
     p.add_argument("--no-cache", action="store_true", help="disable Vertex's execution cache")
-    p.add_argument("--dry-run", action="store_true",
-                   help="print the CreatePipelineJob request; no network, no credentials")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the CreatePipelineJob request; no network, no credentials",
+    )
     p.set_defaults(func=cmd_submit)
 
-    p = sub.add_parser("run-compiled", help="execute a compiled pipeline file locally, task by "
-                                            "task, as the KFP v2 launcher would")
+    p = sub.add_parser(
+        "run-compiled",
+        help="execute a compiled pipeline file locally, task by task, as the KFP v2 launcher would",
+    )
     p.add_argument("compiled", help="pipeline.yaml or pipeline.json from `compile`")
     p.add_argument("--pipeline-root", required=True, help="local folder for the artifacts")
     p.set_defaults(func=cmd_run_compiled)
@@ -364,8 +520,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     quiet(args.verbose)
     from tfx_tabular.io.parquet import InputError
-    from tfx_tabular.pipelines.kubeflow import CompileError
     from tfx_tabular.pipelines.compiled_runner import RunError
+    from tfx_tabular.pipelines.kubeflow import CompileError
     from tfx_tabular.schemas.infer import SchemaError
 
     try:

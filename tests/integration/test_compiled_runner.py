@@ -3,6 +3,7 @@
 The fast tests run hand-written PipelineSpecs whose tasks are a small stand-in executor speaking
 the same contract as TFX's (ExecutorInput JSON in, ExecutorOutput file out, artifacts reported
 without their type); the slow test compiles the real pipeline and runs TFX's executors."""
+
 import glob
 import json
 import os
@@ -11,9 +12,9 @@ import re
 import pytest
 import yaml
 
-from tfx_tabular.io import demo_data
 from tfx_tabular import cli
-from tfx_tabular.pipelines import create_pipeline, kubeflow, compiled_runner
+from tfx_tabular.io import demo_data
+from tfx_tabular.pipelines import compiled_runner, create_pipeline, kubeflow
 from tfx_tabular.pipelines.compiled_runner import RunError, run_compiled
 
 # Reports each output artifact (name and uri as given, no type: like TFX) with metadata recording
@@ -46,14 +47,30 @@ def _spec(tasks: dict, executors: dict = None, root_inputs: dict = None) -> dict
     stand-in unless `executors` gives the task another executor."""
     executors = executors or {}
     return {
-        "pipelineInfo": {"name": "stand-in"}, "schemaVersion": "2.1.0", "sdkVersion": "test",
-        "components": {name: {"executorLabel": f"{name}_executor", "outputDefinitions": {
-            "artifacts": {"out": {"artifactType": EXAMPLES_TYPE}}}} for name in tasks},
-        "deploymentSpec": {"executors": {f"{name}_executor": executors.get(name, STAND_IN_EXECUTOR)
-                                         for name in tasks}},
-        "root": {"inputDefinitions": {"parameters": root_inputs or {}}, "dag": {"tasks": {
-            name: dict(task, componentRef={"name": name}, taskInfo={"name": name})
-            for name, task in tasks.items()}}},
+        "pipelineInfo": {"name": "stand-in"},
+        "schemaVersion": "2.1.0",
+        "sdkVersion": "test",
+        "components": {
+            name: {
+                "executorLabel": f"{name}_executor",
+                "outputDefinitions": {"artifacts": {"out": {"artifactType": EXAMPLES_TYPE}}},
+            }
+            for name in tasks
+        },
+        "deploymentSpec": {
+            "executors": {
+                f"{name}_executor": executors.get(name, STAND_IN_EXECUTOR) for name in tasks
+            }
+        },
+        "root": {
+            "inputDefinitions": {"parameters": root_inputs or {}},
+            "dag": {
+                "tasks": {
+                    name: dict(task, componentRef={"name": name}, taskInfo={"name": name})
+                    for name, task in tasks.items()
+                }
+            },
+        },
     }
 
 
@@ -87,8 +104,10 @@ def test_artifacts_flow_downstream_with_their_type_and_metadata(tmp_path, capsys
     root = str(tmp_path / "root")
     summary = run_compiled(_write_yaml(tmp_path, _spec(TWO_TASKS)), root)
 
-    assert summary == {"first": {"out": f"{root}/first/out/1"},
-                       "second": {"out": f"{root}/second/out/2"}}
+    assert summary == {
+        "first": {"out": f"{root}/first/out/1"},
+        "second": {"out": f"{root}/second/out/2"},
+    }
     assert _received(root, "first")["parameters"] == {"rows": 3.0, "name": "x"}
     examples = _received(root, "second")["inputs"]["examples"]
     assert examples["uri"] == summary["first"]["out"] and examples["name"] == "first/out/1"
@@ -102,20 +121,38 @@ def test_a_second_run_gets_new_folders_and_no_stale_executor_output(tmp_path):
     path, root = _write_yaml(tmp_path, _spec(TWO_TASKS)), str(tmp_path / "root")
     run_compiled(path, root)
     summary = run_compiled(path, root)
-    assert summary == {"first": {"out": f"{root}/first/out/3"},
-                       "second": {"out": f"{root}/second/out/4"}}
+    assert summary == {
+        "first": {"out": f"{root}/first/out/3"},
+        "second": {"out": f"{root}/second/out/4"},
+    }
     assert _received(root, "first")["driver"] is None
 
 
 def test_vertex_pipeline_job_json_runs_with_its_runtime_parameters(tmp_path):
-    spec = _spec({"only": {"inputs": {"parameters": {
-        "greeting": {"componentInputParameter": "greeting"},
-        "size": {"componentInputParameter": "size"}}}}},
-        root_inputs={"greeting": {"parameterType": "STRING", "defaultValue": "hello"},
-                     "size": {"parameterType": "NUMBER_INTEGER", "defaultValue": 2}})
-    job = {"displayName": "stand-in", "pipelineSpec": spec,
-           "runtimeConfig": {"gcsOutputDirectory": "gs://nowhere/root",
-                             "parameterValues": {"greeting": "hi"}}}
+    spec = _spec(
+        {
+            "only": {
+                "inputs": {
+                    "parameters": {
+                        "greeting": {"componentInputParameter": "greeting"},
+                        "size": {"componentInputParameter": "size"},
+                    }
+                }
+            }
+        },
+        root_inputs={
+            "greeting": {"parameterType": "STRING", "defaultValue": "hello"},
+            "size": {"parameterType": "NUMBER_INTEGER", "defaultValue": 2},
+        },
+    )
+    job = {
+        "displayName": "stand-in",
+        "pipelineSpec": spec,
+        "runtimeConfig": {
+            "gcsOutputDirectory": "gs://nowhere/root",
+            "parameterValues": {"greeting": "hi"},
+        },
+    }
     path = tmp_path / "pipeline.json"
     path.write_text(json.dumps(job))
     root = str(tmp_path / "root")
@@ -124,8 +161,13 @@ def test_vertex_pipeline_job_json_runs_with_its_runtime_parameters(tmp_path):
 
 
 def test_a_pipeline_parameter_without_a_value_fails_before_anything_runs(tmp_path):
-    second = dict(TWO_TASKS["second"], inputs=dict(TWO_TASKS["second"]["inputs"], parameters={
-        "greeting": {"componentInputParameter": "greeting"}}))
+    second = dict(
+        TWO_TASKS["second"],
+        inputs=dict(
+            TWO_TASKS["second"]["inputs"],
+            parameters={"greeting": {"componentInputParameter": "greeting"}},
+        ),
+    )
     spec = _spec(dict(TWO_TASKS, second=second))
     root = tmp_path / "root"
     with pytest.raises(RunError, match="task second: parameter 'greeting'.*has no value"):
@@ -139,10 +181,17 @@ def test_the_pipeline_root_must_be_local(tmp_path):
 
 
 def test_pre_cache_check_runs_first_and_the_executor_reads_its_output(tmp_path):
-    driver = ("import json, sys; out = json.loads(sys.argv[1])['outputs']['outputFile']; "
-              "json.dump({'parameterValues': {'span': 7}}, open(out, 'w'))")
-    executor = _container("python", "-c", STAND_IN, "{{$}}", lifecycle={"preCacheCheck": {
-        "command": ["python", "-c", driver], "args": ["{{$}}"]}})
+    driver = (
+        "import json, sys; out = json.loads(sys.argv[1])['outputs']['outputFile']; "
+        "json.dump({'parameterValues': {'span': 7}}, open(out, 'w'))"
+    )
+    executor = _container(
+        "python",
+        "-c",
+        STAND_IN,
+        "{{$}}",
+        lifecycle={"preCacheCheck": {"command": ["python", "-c", driver], "args": ["{{$}}"]}},
+    )
     root = str(tmp_path / "root")
     run_compiled(_write_yaml(tmp_path, _spec({"gen": {}}, {"gen": executor})), root)
     assert _received(root, "gen")["driver"] == {"parameterValues": {"span": 7}}
@@ -156,13 +205,24 @@ def test_an_unknown_placeholder_fails_naming_it(tmp_path):
         run_compiled(_write_yaml(tmp_path, spec), str(tmp_path / "root"))
 
 
-@pytest.mark.parametrize("kind, executor", [
-    ("importer", {"importer": {"artifactUri": {"constant": "gs://b/schema"},
-                               "typeSchema": {"schemaTitle": "tfx.Schema"}}}),
-    ("resolver", {"resolver": {"outputArtifactQueries": {"out": {"filter": "state=LIVE"}}}}),
-])
+@pytest.mark.parametrize(
+    "kind, executor",
+    [
+        (
+            "importer",
+            {
+                "importer": {
+                    "artifactUri": {"constant": "gs://b/schema"},
+                    "typeSchema": {"schemaTitle": "tfx.Schema"},
+                }
+            },
+        ),
+        ("resolver", {"resolver": {"outputArtifactQueries": {"out": {"filter": "state=LIVE"}}}}),
+    ],
+)
 def test_importer_and_resolver_executors_fail_naming_the_task_before_anything_runs(
-        tmp_path, kind, executor):
+    tmp_path, kind, executor
+):
     spec = _spec(TWO_TASKS, {"second": executor})
     root = tmp_path / "root"
     with pytest.raises(RunError, match=f"task second has a {kind} executor"):
@@ -171,8 +231,9 @@ def test_importer_and_resolver_executors_fail_naming_the_task_before_anything_ru
 
 
 def test_a_failing_task_fails_with_its_name_exit_code_and_log(tmp_path):
-    crash = _container("python", "-c",
-                       "import sys; print('disk on fire', file=sys.stderr); sys.exit(3)")
+    crash = _container(
+        "python", "-c", "import sys; print('disk on fire', file=sys.stderr); sys.exit(3)"
+    )
     spec = _spec(dict(TWO_TASKS, third={"dependentTasks": ["second"]}), {"second": crash})
     root = tmp_path / "root"
     with pytest.raises(RunError, match="task second failed: its command exited with code 3") as e:
@@ -196,8 +257,12 @@ def test_a_malformed_file_fails_loudly(tmp_path):
 
 def test_cli_prints_run_errors_without_a_traceback(tmp_path, capsys):
     spec = _spec({"silent": {}}, {"silent": _container("python", "-c", "pass")})
-    assert cli.main(["run-compiled", _write_yaml(tmp_path, spec),
-                     "--pipeline-root", str(tmp_path / "root")]) == 2
+    assert (
+        cli.main(
+            ["run-compiled", _write_yaml(tmp_path, spec), "--pipeline-root", str(tmp_path / "root")]
+        )
+        == 2
+    )
     assert capsys.readouterr().err.startswith("tfx-tabular: error: task silent exited without")
 
 
@@ -207,19 +272,32 @@ def test_compiled_kubeflow_pipeline_runs_tfx_executors_end_to_end(tmp_path, caps
 
     data, root = str(tmp_path / "data"), str(tmp_path / "root")
     demo_data.write_dataset(data, 2000, days=2, files_per_day=1, row_group_size=500)
-    pipeline = create_pipeline("compiled", "gs://not-used/root", data, train_steps=5,
-                               batch_size=32, with_statistics=True,
-                               beam_pipeline_args=["--direct_running_mode=in_memory"])
+    pipeline = create_pipeline(
+        "compiled",
+        "gs://not-used/root",
+        data,
+        train_steps=5,
+        batch_size=32,
+        with_statistics=True,
+        beam_pipeline_args=["--direct_running_mode=in_memory"],
+    )
     kubeflow_yaml, vertex_json = str(tmp_path / "pipeline.yaml"), str(tmp_path / "pipeline.json")
     kubeflow.compile_pipeline(pipeline, "kubeflow", "tfx-tabular:test", kubeflow_yaml)
     kubeflow.compile_pipeline(pipeline, "vertex", "tfx-tabular:test", vertex_json)
-    assert compiled_runner.load_compiled(vertex_json)[0].root == \
-        compiled_runner.load_compiled(kubeflow_yaml)[0].root
+    assert (
+        compiled_runner.load_compiled(vertex_json)[0].root
+        == compiled_runner.load_compiled(kubeflow_yaml)[0].root
+    )
 
     summary = run_compiled(kubeflow_yaml, root)
 
-    assert set(summary) == {"ParquetExampleGen", "ParquetSchemaGen", "StatisticsGen",
-                            "ExampleValidator", "TabularTrainer"}
+    assert set(summary) == {
+        "ParquetExampleGen",
+        "ParquetSchemaGen",
+        "StatisticsGen",
+        "ExampleValidator",
+        "TabularTrainer",
+    }
     with open(os.path.join(root, "ParquetExampleGen", "executor_output.json")) as handle:
         examples = json.load(handle)["artifacts"]["examples"]["artifacts"][0]
     metadata = examples["metadata"]

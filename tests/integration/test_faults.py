@@ -1,6 +1,7 @@
 """Faults in a real TFX run (BeamDagRunner, SQLite ML Metadata): ParquetExampleGen killed with
 SIGKILL mid-conversion, then rerun on the same store; then a third, cached run on that store.
 (The Trainer's SIGKILL-and-resume test is in test_training.py.)"""
+
 import collections
 import glob
 import os
@@ -23,9 +24,13 @@ ROWS = 120_000
 
 
 def _run(data, root, db, batch_size) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, WORKER, data, root, db, str(batch_size)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, WORKER, data, root, db, str(batch_size)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _records(uri):
@@ -42,20 +47,30 @@ def test_example_gen_killed_mid_run_then_rerun_publishes_once_and_completely(tmp
     deadline = time.monotonic() + 240
     temp_files = []
     while time.monotonic() < deadline and killed.poll() is None:
-        temp_files = [f for f in glob.glob(os.path.join(root, "**", ".tfx-tabular-incomplete",
-                                                        "**", "data_tfrecord-*"), recursive=True)
-                      if os.path.getsize(f) > 0]
+        temp_files = [
+            f
+            for f in glob.glob(
+                os.path.join(root, "**", ".tfx-tabular-incomplete", "**", "data_tfrecord-*"),
+                recursive=True,
+            )
+            if os.path.getsize(f) > 0
+        ]
         if temp_files:
             break
         time.sleep(0.2)
-    assert temp_files, "the conversion never started writing: " + (killed.communicate()[0] or "")[-2000:]
+    assert temp_files, (
+        "the conversion never started writing: " + (killed.communicate()[0] or "")[-2000:]
+    )
     os.killpg(killed.pid, signal.SIGKILL)
     killed.wait()
 
     config = metadata.sqlite_metadata_connection_config(db)
     with metadata.Metadata(config) as m:
-        assert not [a for a in m.store.get_artifacts_by_type("Examples")
-                    if a.state == metadata_store_pb2.Artifact.LIVE], "a killed run published"
+        assert not [
+            a
+            for a in m.store.get_artifacts_by_type("Examples")
+            if a.state == metadata_store_pb2.Artifact.LIVE
+        ], "a killed run published"
         assert not glob.glob(os.path.join(root, "**", "Split-*"), recursive=True)
 
     rerun = _run(data, root, db, batch_size=8192)
@@ -66,12 +81,16 @@ def test_example_gen_killed_mid_run_then_rerun_publishes_once_and_completely(tmp
     assert cached.returncode == 0, output[-3000:]
 
     with metadata.Metadata(config) as m:
-        live = [a for a in m.store.get_artifacts_by_type("Examples")
-                if a.state == metadata_store_pb2.Artifact.LIVE]
+        live = [
+            a
+            for a in m.store.get_artifacts_by_type("Examples")
+            if a.state == metadata_store_pb2.Artifact.LIVE
+        ]
         assert len(live) == 1, "the cached run must reuse the rerun's artifact"
         executions = m.store.get_executions()
-        states = collections.Counter(metadata_store_pb2.Execution.State.Name(e.last_known_state)
-                                     for e in executions)
+        states = collections.Counter(
+            metadata_store_pb2.Execution.State.Name(e.last_known_state) for e in executions
+        )
     assert states["COMPLETE"] == 1 and states["CACHED"] == 1, states
     records = _records(live[0].uri)
     assert len(records) == ROWS and len(set(records)) == ROWS  # no duplicate, nothing missing

@@ -6,6 +6,7 @@ would for a user: STORAGE_EMULATOR_HOST, which google-cloud-storage (so Beam's g
 `parquet.resolve_filesystem` passes on to pyarrow. Objects are uploaded and checked with
 google-cloud-storage's own client, not through the code under test.
 """
+
 import gc
 import os
 import socket
@@ -17,13 +18,13 @@ import urllib.request
 
 import pyarrow as pa
 import pytest
-
 from conftest import IN_MEMORY_BEAM
 from test_convert import TEMP_DIR, read_split, run
-from tfx_tabular.io import convert as conversion, plan
+
+from tfx_tabular.io import convert as conversion
+from tfx_tabular.io import plan
+from tfx_tabular.io.parquet import SOURCE_METADATA_FILE, InputError, open_dataset
 from tfx_tabular.io.plan import OutputOptions
-from tfx_tabular.io.parquet import SOURCE_METADATA_FILE
-from tfx_tabular.io.parquet import InputError, open_dataset
 
 BUCKET = "bucket"
 SPLITS = ("train", "eval")
@@ -43,8 +44,9 @@ def _wait_until_up(endpoint: str, proc: subprocess.Popen, log, seconds: float = 
             return
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the GCS emulator did not start at {endpoint}:\n"
-                                   f"{log.read_text()[-2000:]}") from None
+                raise RuntimeError(
+                    f"the GCS emulator did not start at {endpoint}:\n{log.read_text()[-2000:]}"
+                ) from None
             time.sleep(0.1)
 
 
@@ -63,9 +65,22 @@ def gcs(tmp_path_factory):
     log = folder / "emulator.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1",
-             "--port", str(port), "--in-memory", "--default-bucket", BUCKET],
-            stdout=out, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "gcp_storage_emulator",
+                "start",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--in-memory",
+                "--default-bucket",
+                BUCKET,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         _wait_until_up(endpoint, proc, log)
         with pytest.MonkeyPatch.context() as patch:
@@ -124,9 +139,16 @@ def converted(gcs, demo_dataset, tmp_path_factory):
         path.parent.mkdir(parents=True, exist_ok=True)
         gcs.blob(name).download_to_filename(str(path))
     return types.SimpleNamespace(
-        uploaded=uploaded, dataset=dataset, local_dataset=local_dataset, options=options,
-        result=result, local=local, names=names, gs_out=folder / "downloaded" / "out",
-        local_out=folder / "local")
+        uploaded=uploaded,
+        dataset=dataset,
+        local_dataset=local_dataset,
+        options=options,
+        result=result,
+        local=local,
+        names=names,
+        gs_out=folder / "downloaded" / "out",
+        local_out=folder / "local",
+    )
 
 
 def test_gs_input_is_listed_and_its_footers_read(converted):
@@ -147,8 +169,9 @@ def test_gs_output_has_the_row_counts_and_shards(converted):
     assert result.rows == converted.local.rows and sum(result.rows.values()) == 3000
     assert all(result.rows[name] > 0 for name in SPLITS)
     published = {n for n in converted.names if TEMP_DIR not in n}
-    assert published == {f"out/Split-{name}/{plan.shard_name(i, 2, options)}"
-                         for name in SPLITS for i in range(2)} | {f"out/{SOURCE_METADATA_FILE}"}
+    assert published == {
+        f"out/Split-{name}/{plan.shard_name(i, 2, options)}" for name in SPLITS for i in range(2)
+    } | {f"out/{SOURCE_METADATA_FILE}"}
 
 
 def test_gs_records_read_back_equal_a_local_conversion(converted):
@@ -183,8 +206,12 @@ def failed(gcs, demo_dataset):
     _upload(gcs, demo_dataset, "corrupt", damage)
     dataset = open_dataset(f"gs://{BUCKET}/corrupt")  # footers are intact
     with pytest.raises(InputError) as excinfo:
-        run(dataset, f"gs://{BUCKET}/corrupt-out", options=OutputOptions(num_shards=3),
-            args=IN_MEMORY_BEAM)
+        run(
+            dataset,
+            f"gs://{BUCKET}/corrupt-out",
+            options=OutputOptions(num_shards=3),
+            args=IN_MEMORY_BEAM,
+        )
     message = str(excinfo.value)
     del excinfo
     # google-cloud-storage's BlobWriter completes its upload when garbage-collected: a writer left

@@ -1,4 +1,5 @@
 """Compiling for Kubeflow Pipelines and Vertex AI, and building the Vertex request offline."""
+
 import json
 
 import pytest
@@ -17,24 +18,36 @@ PIPELINE_ROOT = "gs://tfx-tabular-no-such-bucket/root"
 
 
 def _pipeline(**kwargs):
-    return create_pipeline("tabular-test", PIPELINE_ROOT, DATA_ROOT, with_statistics=True,
-                           with_transform=True, with_evaluator=True, **kwargs)
+    return create_pipeline(
+        "tabular-test",
+        PIPELINE_ROOT,
+        DATA_ROOT,
+        with_statistics=True,
+        with_transform=True,
+        with_evaluator=True,
+        **kwargs,
+    )
 
 
 @pytest.fixture(scope="module")
 def kubeflow_yaml(tmp_path_factory):
     path = tmp_path_factory.mktemp("kfp") / "pipeline.yaml"
-    kubeflow.compile_pipeline(_pipeline(), "kubeflow", IMAGE, str(path),
-                              kubeflow.TrainerResources(gpus=2))
+    kubeflow.compile_pipeline(
+        _pipeline(), "kubeflow", IMAGE, str(path), kubeflow.TrainerResources(gpus=2)
+    )
     return path
 
 
 @pytest.fixture(scope="module")
 def vertex_json(tmp_path_factory):
     path = tmp_path_factory.mktemp("vertex") / "pipeline.json"
-    kubeflow.compile_pipeline(_pipeline(), "vertex", IMAGE, str(path),
-                              kubeflow.TrainerResources(gpus=1, gpu_type="NVIDIA_L4",
-                                                        cpu_limit=8, memory_limit_gib=32))
+    kubeflow.compile_pipeline(
+        _pipeline(),
+        "vertex",
+        IMAGE,
+        str(path),
+        kubeflow.TrainerResources(gpus=1, gpu_type="NVIDIA_L4", cpu_limit=8, memory_limit_gib=32),
+    )
     return path
 
 
@@ -48,8 +61,15 @@ def test_kubeflow_yaml_is_a_strict_pipeline_spec_the_kfp_backend_accepts(kubeflo
     assert spec.schema_version == "2.1.0"
     assert spec.default_pipeline_root == PIPELINE_ROOT
     tasks = spec.root.dag.tasks
-    assert set(tasks) == {"ParquetExampleGen", "ParquetSchemaGen", "StatisticsGen",
-                          "ExampleValidator", "Transform", "TabularTrainer", "Evaluator"}
+    assert set(tasks) == {
+        "ParquetExampleGen",
+        "ParquetSchemaGen",
+        "StatisticsGen",
+        "ExampleValidator",
+        "Transform",
+        "TabularTrainer",
+        "Evaluator",
+    }
     executors = spec.deployment_spec.fields["executors"].struct_value.fields
     for label, executor in executors.items():
         container = executor.struct_value.fields.get("container")
@@ -60,8 +80,10 @@ def test_kubeflow_yaml_is_a_strict_pipeline_spec_the_kfp_backend_accepts(kubeflo
         executor_class = args[args.index("--executor_class_path") + 1]
         assert import_utils.import_class_by_path(executor_class)  # importable in the image's env
     trainer = json_format.MessageToDict(executors["TabularTrainer_executor"].struct_value)
-    assert trainer["container"]["resources"]["accelerator"] == {"type": "nvidia.com/gpu",
-                                                                "count": "2"}
+    assert trainer["container"]["resources"]["accelerator"] == {
+        "type": "nvidia.com/gpu",
+        "count": "2",
+    }
     assert not tasks["ParquetExampleGen"].caching_options.enable_cache
     assert tasks["TabularTrainer"].caching_options.enable_cache
 
@@ -71,27 +93,39 @@ def test_compiled_parameters_carry_the_data_root_and_importable_functions(kubefl
     params = spec.root.dag.tasks["ParquetExampleGen"].inputs.parameters
     assert params["input_base"].runtime_value.constant.string_value == DATA_ROOT
     transform = spec.root.dag.tasks["Transform"].inputs.parameters
-    assert (transform["preprocessing_fn"].runtime_value.constant.string_value
-            == "tfx_tabular.pipelines.preprocessing.preprocessing_fn")
+    assert (
+        transform["preprocessing_fn"].runtime_value.constant.string_value
+        == "tfx_tabular.pipelines.preprocessing.preprocessing_fn"
+    )
     assert "module_file" not in transform
 
 
 def test_vertex_json_is_a_pipeline_job_with_vertex_accelerators(vertex_json):
-    job = json_format.ParseDict(json.loads(vertex_json.read_text()), pipeline_spec_pb2.PipelineJob())
+    job = json_format.ParseDict(
+        json.loads(vertex_json.read_text()), pipeline_spec_pb2.PipelineJob()
+    )
     assert job.runtime_config.gcs_output_directory == PIPELINE_ROOT
-    spec = json_format.ParseDict(json_format.MessageToDict(job.pipeline_spec),
-                                 pipeline_spec_pb2.PipelineSpec())
+    spec = json_format.ParseDict(
+        json_format.MessageToDict(job.pipeline_spec), pipeline_spec_pb2.PipelineSpec()
+    )
     assert spec.schema_version == "2.1.0"
     executors = json_format.MessageToDict(spec.deployment_spec)["executors"]
     resources = executors["TabularTrainer_executor"]["container"]["resources"]
-    assert resources == {"accelerator": {"type": "NVIDIA_L4", "count": "1"}, "cpuLimit": 8.0,
-                         "memoryLimit": 32.0}
+    assert resources == {
+        "accelerator": {"type": "NVIDIA_L4", "count": "1"},
+        "cpuLimit": 8.0,
+        "memoryLimit": 32.0,
+    }
 
 
 def test_vertex_request_is_built_offline_with_anonymous_credentials(vertex_json):
-    request = kubeflow.submit(str(vertex_json), "my-project", "europe-west4",
-                              service_account="runner@my-project.iam.gserviceaccount.com",
-                              dry_run=True)
+    request = kubeflow.submit(
+        str(vertex_json),
+        "my-project",
+        "europe-west4",
+        service_account="runner@my-project.iam.gserviceaccount.com",
+        dry_run=True,
+    )
     assert request["parent"] == "projects/my-project/locations/europe-west4"
     job = request["pipelineJob"]
     assert job["serviceAccount"] == "runner@my-project.iam.gserviceaccount.com"
@@ -101,17 +135,34 @@ def test_vertex_request_is_built_offline_with_anonymous_credentials(vertex_json)
 
 
 def test_cli_submit_dry_run_prints_the_request(vertex_json, capsys):
-    assert cli.main(["submit", str(vertex_json), "--project", "p", "--region", "us-central1",
-                     "--pipeline-root", "gs://other/root", "--dry-run"]) == 0
+    assert (
+        cli.main(
+            [
+                "submit",
+                str(vertex_json),
+                "--project",
+                "p",
+                "--region",
+                "us-central1",
+                "--pipeline-root",
+                "gs://other/root",
+                "--dry-run",
+            ]
+        )
+        == 0
+    )
     request = json.loads(capsys.readouterr().out)
     assert request["pipelineJob"]["runtimeConfig"]["gcsOutputDirectory"] == "gs://other/root"
 
 
-@pytest.mark.parametrize("resources, message", [
-    (kubeflow.TrainerResources(gpus=1, gpu_type="A100"), "accelerator name"),
-    (kubeflow.TrainerResources(gpu_type="NVIDIA_L4"), "--gpu-type without --gpus"),
-    (kubeflow.TrainerResources(gpus=-1), "≥ 0"),
-])
+@pytest.mark.parametrize(
+    "resources, message",
+    [
+        (kubeflow.TrainerResources(gpus=1, gpu_type="A100"), "accelerator name"),
+        (kubeflow.TrainerResources(gpu_type="NVIDIA_L4"), "--gpu-type without --gpus"),
+        (kubeflow.TrainerResources(gpus=-1), "≥ 0"),
+    ],
+)
 def test_bad_trainer_resources_fail_clearly(resources, message, tmp_path):
     with pytest.raises(kubeflow.CompileError, match=message):
         kubeflow.compile_pipeline(_pipeline(), "vertex", IMAGE, str(tmp_path / "p.json"), resources)
@@ -131,7 +182,8 @@ def test_module_files_and_resolvers_are_refused(tmp_path):
     pipeline = _pipeline()
     latest = tfx.dsl.Resolver(
         strategy_class=tfx.dsl.experimental.LatestArtifactStrategy,
-        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model)).with_id("latest_model")
+        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+    ).with_id("latest_model")
     pipeline.components.append(latest)
     with pytest.raises(kubeflow.CompileError, match="latest_model is a resolver"):
         kubeflow.compile_pipeline(pipeline, "kubeflow", IMAGE, str(tmp_path / "p.yaml"))
@@ -139,21 +191,68 @@ def test_module_files_and_resolvers_are_refused(tmp_path):
 
 def test_cli_compile_writes_the_yaml(tmp_path, capsys):
     out = tmp_path / "pipeline.yaml"
-    assert cli.main(["compile", "--target", "kubeflow", "--data-root", DATA_ROOT,
-                     "--pipeline-root", PIPELINE_ROOT, "--image", IMAGE, "-o", str(out),
-                     "--gpus", "1", "--model-fn", "tfx_tabular.training.model:build_reference_model"]) == 0
+    assert (
+        cli.main(
+            [
+                "compile",
+                "--target",
+                "kubeflow",
+                "--data-root",
+                DATA_ROOT,
+                "--pipeline-root",
+                PIPELINE_ROOT,
+                "--image",
+                IMAGE,
+                "-o",
+                str(out),
+                "--gpus",
+                "1",
+                "--model-fn",
+                "tfx_tabular.training.model:build_reference_model",
+            ]
+        )
+        == 0
+    )
     assert "schemaVersion 2.1.0" in capsys.readouterr().out
     trainer = _strict_spec(out).root.dag.tasks["TabularTrainer"].inputs.parameters
-    assert trainer["model_fn"].runtime_value.constant.string_value == "tfx_tabular.training.model:build_reference_model"
+    assert (
+        trainer["model_fn"].runtime_value.constant.string_value
+        == "tfx_tabular.training.model:build_reference_model"
+    )
 
 
 def test_cli_compile_with_a_vertex_training_job(tmp_path, capsys):
     out = tmp_path / "pipeline.json"
-    assert cli.main(["compile", "--target", "vertex", "--data-root", DATA_ROOT,
-                     "--pipeline-root", PIPELINE_ROOT, "--image", IMAGE, "-o", str(out),
-                     "--training-job-project", "p", "--training-job-region", "europe-west4",
-                     "--training-job-machine-type", "g2-standard-8", "--training-job-replicas",
-                     "4", "--gpus", "1", "--gpu-type", "NVIDIA_L4"]) == 0
+    assert (
+        cli.main(
+            [
+                "compile",
+                "--target",
+                "vertex",
+                "--data-root",
+                DATA_ROOT,
+                "--pipeline-root",
+                PIPELINE_ROOT,
+                "--image",
+                IMAGE,
+                "-o",
+                str(out),
+                "--training-job-project",
+                "p",
+                "--training-job-region",
+                "europe-west4",
+                "--training-job-machine-type",
+                "g2-standard-8",
+                "--training-job-replicas",
+                "4",
+                "--gpus",
+                "1",
+                "--gpu-type",
+                "NVIDIA_L4",
+            ]
+        )
+        == 0
+    )
     spec = json.loads(out.read_text())["pipelineSpec"]
     container = spec["deploymentSpec"]["executors"]["TabularTrainer_executor"]["container"]
     assert "resources" not in container  # the job's machines train, not the launching task
@@ -165,24 +264,80 @@ def test_cli_compile_with_a_vertex_training_job(tmp_path, capsys):
     assert config["ai_platform_vertex_region"] == "europe-west4"
     pools = config["ai_platform_training_args"]["job_spec"]["worker_pool_specs"]
     assert [p["replica_count"] for p in pools] == [1, 3]
-    assert pools[1]["machine_spec"] == {"machine_type": "g2-standard-8",
-                                        "accelerator_type": "NVIDIA_L4", "accelerator_count": 1}
+    assert pools[1]["machine_spec"] == {
+        "machine_type": "g2-standard-8",
+        "accelerator_type": "NVIDIA_L4",
+        "accelerator_count": 1,
+    }
     assert pools[1]["container_spec"] == {"image_uri": IMAGE}
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--training-job-project", "p", "--training-job-region", "r", "--gpus", "1",
-      "--gpu-type", "T4"], "Vertex AI training job: Vertex needs an accelerator name, not 'T4'"),
-    (["--training-job-project", "p", "--training-job-region", "r", "--training-job-replicas",
-      "3"], "batch_size 1024 is not a multiple of the 3 devices"),
-    (["--training-job-replicas", "2"], "--training-job-replicas without --training-job-project"),
-    (["--training-job-project", "p", "--training-job-region", "r", "--cpu-limit", "4"],
-     "--cpu-limit / --memory-limit size the Trainer task"),
-    (["--training-job-project", "p", "--training-job-region", "r", "--pipeline-root",
-      "/local/root"], "must be a gs:// URI, not /local/root"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (
+            [
+                "--training-job-project",
+                "p",
+                "--training-job-region",
+                "r",
+                "--gpus",
+                "1",
+                "--gpu-type",
+                "T4",
+            ],
+            "Vertex AI training job: Vertex needs an accelerator name, not 'T4'",
+        ),
+        (
+            [
+                "--training-job-project",
+                "p",
+                "--training-job-region",
+                "r",
+                "--training-job-replicas",
+                "3",
+            ],
+            "batch_size 1024 is not a multiple of the 3 devices",
+        ),
+        (
+            ["--training-job-replicas", "2"],
+            "--training-job-replicas without --training-job-project",
+        ),
+        (
+            ["--training-job-project", "p", "--training-job-region", "r", "--cpu-limit", "4"],
+            "--cpu-limit / --memory-limit size the Trainer task",
+        ),
+        (
+            [
+                "--training-job-project",
+                "p",
+                "--training-job-region",
+                "r",
+                "--pipeline-root",
+                "/local/root",
+            ],
+            "must be a gs:// URI, not /local/root",
+        ),
+    ],
+)
 def test_bad_vertex_training_jobs_fail_naming_the_problem(flags, message, tmp_path, capsys):
     root = [] if "--pipeline-root" in flags else ["--pipeline-root", PIPELINE_ROOT]
-    assert cli.main(["compile", "--target", "vertex", "--data-root", DATA_ROOT, "--image", IMAGE,
-                     "-o", str(tmp_path / "p.json")] + root + flags) == 2
+    assert (
+        cli.main(
+            [
+                "compile",
+                "--target",
+                "vertex",
+                "--data-root",
+                DATA_ROOT,
+                "--image",
+                IMAGE,
+                "-o",
+                str(tmp_path / "p.json"),
+            ]
+            + root
+            + flags
+        )
+        == 2
+    )
     assert message in capsys.readouterr().err

@@ -1,15 +1,16 @@
 """The whole pipeline with TFX's BeamDagRunner and SQLite ML Metadata, stock components included:
 StatisticsGen + ExampleValidator, Transform (the schema-driven preprocessing_fn; the Transform graph
 is applied in the input_fn and in the serving signature) and Evaluator."""
+
 import glob
 import os
 
 import pytest
 import tensorflow as tf
+from conftest import IN_MEMORY_BEAM
 from tfx.orchestration import metadata
 from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
 
-from conftest import IN_MEMORY_BEAM
 from tfx_tabular.io import demo_data
 from tfx_tabular.pipelines import create_pipeline
 from tfx_tabular.pipelines.pipeline import local_metadata_path
@@ -22,19 +23,39 @@ def test_full_pipeline_with_stock_components(tmp_path, capsys):
     data = str(tmp_path / "data")
     demo_data.write_dataset(data, 1500, days=3, files_per_day=1, row_group_size=500)
     root = str(tmp_path / "root")
-    BeamDagRunner().run(create_pipeline(
-        "full", root, data, metadata_path=local_metadata_path(root), split_by_partition="day",
-        batch_size=64, epochs=1, eval_steps=3, with_statistics=True, with_transform=True,
-        with_evaluator=True,
-        beam_pipeline_args=IN_MEMORY_BEAM))
+    BeamDagRunner().run(
+        create_pipeline(
+            "full",
+            root,
+            data,
+            metadata_path=local_metadata_path(root),
+            split_by_partition="day",
+            batch_size=64,
+            epochs=1,
+            eval_steps=3,
+            with_statistics=True,
+            with_transform=True,
+            with_evaluator=True,
+            beam_pipeline_args=IN_MEMORY_BEAM,
+        )
+    )
 
-    with metadata.Metadata(metadata.sqlite_metadata_connection_config(
-            local_metadata_path(root))) as m:
+    with metadata.Metadata(
+        metadata.sqlite_metadata_connection_config(local_metadata_path(root))
+    ) as m:
         names = {t.name for t in m.store.get_artifact_types()}
         [model] = m.store.get_artifacts_by_type("Model")
         [evaluation] = m.store.get_artifacts_by_type("ModelEvaluation")
-    assert {"Examples", "Schema", "ExampleStatistics", "ExampleAnomalies", "TransformGraph",
-            "Model", "ModelRun", "ModelEvaluation"} <= names
+    assert {
+        "Examples",
+        "Schema",
+        "ExampleStatistics",
+        "ExampleAnomalies",
+        "TransformGraph",
+        "Model",
+        "ModelRun",
+        "ModelEvaluation",
+    } <= names
     assert os.listdir(evaluation.uri)
 
     # The serving signature parses raw tf.Examples and applies the Transform graph itself.
@@ -48,5 +69,8 @@ def test_full_pipeline_with_stock_components(tmp_path, capsys):
     assert "Split-train: 1,000 rows" in summary and "Split-eval: 500 rows" in summary
     assert "waiting on input:" in summary
     lineage = next(line for line in summary.splitlines() if line.startswith("Lineage"))
-    assert lineage.split()[1].startswith("Examples#") and "→ Schema#" in lineage \
+    assert (
+        lineage.split()[1].startswith("Examples#")
+        and "→ Schema#" in lineage
         and lineage.rstrip().split()[-1].startswith("Model#")
+    )

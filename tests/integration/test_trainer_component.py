@@ -1,36 +1,49 @@
 """TabularTrainer in a real TFX pipeline: the Schema artifact resolved through ML Metadata drives
 parsing (a curated schema changes the parsing spec), and the Model serves serialized tf.Examples."""
+
 import glob
 import os
 
 import pytest
 import tensorflow as tf
+from conftest import IN_MEMORY_BEAM
 from tfx import v1 as tfx
 from tfx.orchestration import metadata
 from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
 
-from conftest import IN_MEMORY_BEAM
-from tfx_tabular.io import demo_data
 from tfx_tabular.components import ParquetExampleGen, ParquetSchemaGen, TabularTrainer
+from tfx_tabular.io import demo_data
 
 pytestmark = pytest.mark.slow
 
 
 def _run(tmp_path, data, curated=None):
     example_gen = ParquetExampleGen(input_base=data)
-    schema_gen = ParquetSchemaGen(examples=example_gen.outputs["examples"], label="label",
-                                  curated_schema=curated)
-    trainer = TabularTrainer(examples=example_gen.outputs["examples"],
-                             schema=schema_gen.outputs["schema"], batch_size=128, epochs=2,
-                             eval_args=tfx.proto.EvalArgs(num_steps=2))
-    BeamDagRunner().run(tfx.dsl.Pipeline(
-        pipeline_name="trainer-test", pipeline_root=str(tmp_path / "root"),
-        components=[example_gen, schema_gen, trainer], enable_cache=True,
-        metadata_connection_config=metadata.sqlite_metadata_connection_config(
-            str(tmp_path / "mlmd.sqlite")),
-        beam_pipeline_args=IN_MEMORY_BEAM))
-    with metadata.Metadata(metadata.sqlite_metadata_connection_config(
-            str(tmp_path / "mlmd.sqlite"))) as m:
+    schema_gen = ParquetSchemaGen(
+        examples=example_gen.outputs["examples"], label="label", curated_schema=curated
+    )
+    trainer = TabularTrainer(
+        examples=example_gen.outputs["examples"],
+        schema=schema_gen.outputs["schema"],
+        batch_size=128,
+        epochs=2,
+        eval_args=tfx.proto.EvalArgs(num_steps=2),
+    )
+    BeamDagRunner().run(
+        tfx.dsl.Pipeline(
+            pipeline_name="trainer-test",
+            pipeline_root=str(tmp_path / "root"),
+            components=[example_gen, schema_gen, trainer],
+            enable_cache=True,
+            metadata_connection_config=metadata.sqlite_metadata_connection_config(
+                str(tmp_path / "mlmd.sqlite")
+            ),
+            beam_pipeline_args=IN_MEMORY_BEAM,
+        )
+    )
+    with metadata.Metadata(
+        metadata.sqlite_metadata_connection_config(str(tmp_path / "mlmd.sqlite"))
+    ) as m:
         [examples] = m.store.get_artifacts_by_type("Examples")
         runs = m.store.get_artifacts_by_type("ModelRun")
         models = m.store.get_artifacts_by_type("Model")
@@ -56,8 +69,11 @@ def test_trainer_uses_the_schema_artifact_and_exports_a_serving_model(tmp_path):
     assert "eval_auc" in props
 
     serving = tf.saved_model.load(os.path.join(model.uri, "Format-Serving"))
-    records = glob.glob(os.path.join(str(tmp_path / "root"), "ParquetExampleGen", "examples",
-                                     "*", "Split-eval", "*"))
+    records = glob.glob(
+        os.path.join(
+            str(tmp_path / "root"), "ParquetExampleGen", "examples", "*", "Split-eval", "*"
+        )
+    )
     batch = next(iter(tf.data.TFRecordDataset(records).batch(5)))
     outputs = serving.signatures["serving_default"](examples=batch)["outputs"].numpy()
     assert outputs.shape == (5, 1) and ((outputs >= 0) & (outputs <= 1)).all()

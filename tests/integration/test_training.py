@@ -1,6 +1,7 @@
 """input_fn, distribution strategies and fault tolerance, for real: MirroredStrategy over 2 logical
 CPU devices, MultiWorkerMirroredStrategy with 2 worker processes on loopback, and a trainer killed
 with SIGKILL mid-training that resumes and ends with the same number of steps."""
+
 import collections
 import json
 import os
@@ -13,12 +14,12 @@ import time
 
 import pytest
 import tensorflow as tf
-
 from conftest import IN_MEMORY_BEAM
-from tfx_tabular.io import convert, demo_data, parquet, plan
-from tfx_tabular import input_fn
-from tfx_tabular.schemas.infer import infer_schema
 from tfx.utils import io_utils
+
+from tfx_tabular import input_fn
+from tfx_tabular.io import convert, demo_data, parquet, plan
+from tfx_tabular.schemas.infer import infer_schema
 
 WORKER = str(pathlib.Path(__file__).with_name("train_worker.py"))
 
@@ -31,21 +32,34 @@ def examples(tmp_path_factory):
     out = str(root / "examples")
     convert.convert(dataset, out, splits, plan.OutputOptions(num_shards=4), IN_MEMORY_BEAM)
     schema_path = str(root / "schema.pbtxt")
-    io_utils.write_pbtxt_file(schema_path, infer_schema(parquet.read_source_metadata(out), label="label"))
+    io_utils.write_pbtxt_file(
+        schema_path, infer_schema(parquet.read_source_metadata(out), label="label")
+    )
     return out, schema_path
 
 
 def test_input_fn_batches_projects_and_splits_the_label(examples):
     out, schema_path = examples
-    ds = input_fn(os.path.join(out, "Split-train", "*"), schema_path, 100,
-                  features=["I1", "C1", "history"], num_epochs=1)
+    ds = input_fn(
+        os.path.join(out, "Split-train", "*"),
+        schema_path,
+        100,
+        features=["I1", "C1", "history"],
+        num_epochs=1,
+    )
     features, label = next(iter(ds))
     assert set(features) == {"I1", "C1", "history"} and label.shape == (100, 1)
     assert isinstance(features["history"], tf.RaggedTensor)
     # Evaluation mode: every row once, in file order, the last batch partial.
-    rows = sum(int(l.shape[0]) for _, l in input_fn(os.path.join(out, "Split-eval", "*"),
-                                                    schema_path, 128, training=False))
-    total = sum(1 for _ in tf.data.TFRecordDataset(tf.io.gfile.glob(os.path.join(out, "Split-eval", "*"))))
+    rows = sum(
+        int(labels.shape[0])
+        for _, labels in input_fn(
+            os.path.join(out, "Split-eval", "*"), schema_path, 128, training=False
+        )
+    )
+    total = sum(
+        1 for _ in tf.data.TFRecordDataset(tf.io.gfile.glob(os.path.join(out, "Split-eval", "*")))
+    )
     assert rows == total
 
 
@@ -56,7 +70,7 @@ def test_input_fn_shards_files_by_worker_and_caches(examples, tmp_path):
     for worker in range(2):
         ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=worker)
         ds = input_fn(pattern, schema_path, 1, training=False, input_context=ctx)
-        seen.append({int(l.numpy()[0][0] * 0) + i for i, (_, l) in enumerate(ds)})
+        seen.append({int(labels.numpy()[0][0] * 0) + i for i, (_, labels) in enumerate(ds)})
     total = sum(1 for _ in tf.data.TFRecordDataset(tf.io.gfile.glob(pattern)))
     assert sum(len(s) for s in seen) == total  # each file read by exactly one worker
     cached = input_fn(pattern, schema_path, 50, num_epochs=2, cache=str(tmp_path / "cache"))
@@ -74,8 +88,10 @@ def _record_keys(dataset) -> collections.Counter:
             return tf.sparse.to_dense(v).numpy().tolist()
         return v.numpy().tolist()
 
-    return collections.Counter(repr((sorted((k, value(v)) for k, v in features.items()),
-                                     value(label))) for features, label in dataset)
+    return collections.Counter(
+        repr((sorted((k, value(v)) for k, v in features.items()), value(label)))
+        for features, label in dataset
+    )
 
 
 def test_input_fn_shards_records_when_workers_outnumber_files(examples):
@@ -83,11 +99,21 @@ def test_input_fn_shards_records_when_workers_outnumber_files(examples):
     pattern = os.path.join(out, "Split-train", "*")
     workers = len(tf.io.gfile.glob(pattern)) + 2
     everything = _record_keys(input_fn(pattern, schema_path, 1, training=False))
-    shares = [_record_keys(input_fn(
-        pattern, schema_path, 1, training=True, num_epochs=1,
-        input_context=tf.distribute.InputContext(num_input_pipelines=workers,
-                                                 input_pipeline_id=worker)))
-        for worker in range(workers)]
+    shares = [
+        _record_keys(
+            input_fn(
+                pattern,
+                schema_path,
+                1,
+                training=True,
+                num_epochs=1,
+                input_context=tf.distribute.InputContext(
+                    num_input_pipelines=workers, input_pipeline_id=worker
+                ),
+            )
+        )
+        for worker in range(workers)
+    ]
     assert all(shares)
     assert sum(shares, collections.Counter()) == everything  # each record on exactly one worker
 
@@ -95,9 +121,22 @@ def test_input_fn_shards_records_when_workers_outnumber_files(examples):
 def _run_worker(examples, tmp_path, kind, steps_per_epoch=6, epochs=2, env=None, name="run"):
     out, schema_path = examples
     return subprocess.run(
-        [sys.executable, WORKER, out, schema_path, str(tmp_path / name), str(tmp_path / f"{name}-model"),
-         kind, str(steps_per_epoch), str(epochs)],
-        capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})})
+        [
+            sys.executable,
+            WORKER,
+            out,
+            schema_path,
+            str(tmp_path / name),
+            str(tmp_path / f"{name}-model"),
+            kind,
+            str(steps_per_epoch),
+            str(epochs),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+    )
 
 
 @pytest.mark.slow
@@ -121,13 +160,27 @@ def test_multi_worker_mirrored_strategy_two_processes_on_loopback(examples, tmp_
     procs = []
     for index in range(2):
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-        procs.append(subprocess.Popen(
-            [sys.executable, WORKER, out, schema_path, str(tmp_path / "run"),
-             str(tmp_path / "model"), "multi_worker", "4", "2"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, "TF_CONFIG": json.dumps(tf_config)}))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    WORKER,
+                    out,
+                    schema_path,
+                    str(tmp_path / "run"),
+                    str(tmp_path / "model"),
+                    "multi_worker",
+                    "4",
+                    "2",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env={**os.environ, "TF_CONFIG": json.dumps(tf_config)},
+            )
+        )
     outputs = [p.communicate(timeout=600) for p in procs]
-    for p, (stdout, stderr) in zip(procs, outputs):
+    for p, (stdout, stderr) in zip(procs, outputs, strict=True):
         assert p.returncode == 0, stderr[-3000:]
         assert "total_steps=8 replicas=2" in stdout
     # Only the chief (worker 0) keeps its export.
@@ -137,8 +190,17 @@ def test_multi_worker_mirrored_strategy_two_processes_on_loopback(examples, tmp_
 @pytest.mark.slow
 def test_trainer_killed_mid_training_resumes_with_the_same_total_steps(examples, tmp_path):
     out, schema_path = examples
-    args = [sys.executable, WORKER, out, schema_path, str(tmp_path / "run"),
-            str(tmp_path / "model"), "default", "10", "3"]
+    args = [
+        sys.executable,
+        WORKER,
+        out,
+        schema_path,
+        str(tmp_path / "run"),
+        str(tmp_path / "model"),
+        "default",
+        "10",
+        "3",
+    ]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     # Kill it mid-way through the second epoch: as soon as its step-15 checkpoint exists (one
     # every 5 steps). A fixed delay instead would race the training speed.
@@ -158,5 +220,5 @@ def test_trainer_killed_mid_training_resumes_with_the_same_total_steps(examples,
     result = subprocess.run(args, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "total_steps=30 " in result.stdout
-    epochs_run = [l for l in result.stdout.splitlines() if l.startswith("epoch")]
-    assert not any(l.startswith("epoch 1 ") for l in epochs_run)  # epoch 1 is not redone
+    epochs_run = [line for line in result.stdout.splitlines() if line.startswith("epoch")]
+    assert not any(line.startswith("epoch 1 ") for line in epochs_run)  # epoch 1 is not redone

@@ -5,6 +5,7 @@ local processes with the TF_CONFIG Vertex sets — trains multi-worker and expor
 Only the two network calls are replaced: the job client is built with anonymous credentials, and
 the launch (create the job, poll it) hands the job to the test instead of to Vertex.
 """
+
 import json
 import os
 import socket
@@ -14,6 +15,7 @@ import types
 
 import pytest
 import tensorflow as tf
+from conftest import IN_MEMORY_BEAM
 from google.auth import credentials as auth_credentials
 from google.cloud import aiplatform_v1
 from tfx.extensions.google_cloud_ai_platform import runner, training_clients
@@ -21,38 +23,47 @@ from tfx.proto import trainer_pb2
 from tfx.types import standard_artifacts
 from tfx.utils import io_utils, json_utils, path_utils, proto_utils
 
-from conftest import IN_MEMORY_BEAM
-from tfx_tabular.io import convert, demo_data, parquet, plan
 from tfx_tabular.components import TabularTrainer
 from tfx_tabular.components.tabular_trainer import vertex
+from tfx_tabular.io import convert, demo_data, parquet, plan
 from tfx_tabular.schemas.infer import infer_schema
 
 IMAGE = "us-docker.pkg.dev/example/repo/tfx-tabular:1.0"
 
 
 def _training(**kwargs):
-    return vertex.VertexTraining(**{"project": "p", "region": "us-central1", "image": IMAGE,
-                                    **kwargs})
+    return vertex.VertexTraining(
+        **{"project": "p", "region": "us-central1", "image": IMAGE, **kwargs}
+    )
 
 
 def test_worker_pools_have_one_chief_and_the_other_replicas_as_workers():
-    pools = _training(machine_type="a2-highgpu-2g", accelerator_type="NVIDIA_TESLA_A100",
-                      accelerator_count=2, replica_count=3).worker_pool_specs()
+    pools = _training(
+        machine_type="a2-highgpu-2g",
+        accelerator_type="NVIDIA_TESLA_A100",
+        accelerator_count=2,
+        replica_count=3,
+    ).worker_pool_specs()
     assert [p["replica_count"] for p in pools] == [1, 2]
     for pool in pools:
-        assert pool["machine_spec"] == {"machine_type": "a2-highgpu-2g",
-                                        "accelerator_type": "NVIDIA_TESLA_A100",
-                                        "accelerator_count": 2}
+        assert pool["machine_spec"] == {
+            "machine_type": "a2-highgpu-2g",
+            "accelerator_type": "NVIDIA_TESLA_A100",
+            "accelerator_count": 2,
+        }
         assert pool["container_spec"] == {"image_uri": IMAGE}
     assert len(_training().worker_pool_specs()) == 1
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"accelerator_type": "nvidia.com/gpu", "accelerator_count": 1}, "NVIDIA_L4"),
-    ({"accelerator_type": "NVIDIA_L4"}, "without a count"),
-    ({"replica_count": 0}, "replica_count"),
-    ({"region": ""}, "region"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"accelerator_type": "nvidia.com/gpu", "accelerator_count": 1}, "NVIDIA_L4"),
+        ({"accelerator_type": "NVIDIA_L4"}, "without a count"),
+        ({"replica_count": 0}, "replica_count"),
+        ({"region": ""}, "region"),
+    ],
+)
 def test_bad_training_jobs_fail_when_the_pipeline_is_built(kwargs, message):
     with pytest.raises(ValueError, match=message):
         _training(**kwargs)
@@ -66,13 +77,20 @@ def test_the_batch_must_split_evenly_over_every_replicas_devices():
 
 
 def test_the_trainer_runs_the_vertex_executor_with_tfx_custom_config():
-    training = _training(accelerator_type="NVIDIA_L4", accelerator_count=1, replica_count=2,
-                         service_account="sa@p.iam.gserviceaccount.com")
-    from tfx.types import channel, standard_artifacts as artifacts
+    training = _training(
+        accelerator_type="NVIDIA_L4",
+        accelerator_count=1,
+        replica_count=2,
+        service_account="sa@p.iam.gserviceaccount.com",
+    )
+    from tfx.types import channel
+    from tfx.types import standard_artifacts as artifacts
 
-    trainer = TabularTrainer(examples=channel.Channel(type=artifacts.Examples),
-                             schema=channel.Channel(type=artifacts.Schema),
-                             vertex_training=training)
+    trainer = TabularTrainer(
+        examples=channel.Channel(type=artifacts.Examples),
+        schema=channel.Channel(type=artifacts.Schema),
+        vertex_training=training,
+    )
     assert trainer.executor_spec.executor_class is vertex.Executor
     config = json.loads(trainer.exec_properties["custom_config"])
     assert config["ai_platform_enable_vertex"] is True
@@ -113,23 +131,38 @@ def trainer_run(tmp_path, monkeypatch):
     examples.set_json_value_custom_property("row_counts", result.rows)
     schema = standard_artifacts.Schema()
     schema.uri = str(tmp_path / "schema")
-    io_utils.write_pbtxt_file(os.path.join(schema.uri, "schema.pbtxt"),
-                              infer_schema(parquet.read_source_metadata(out), label="label"))
+    io_utils.write_pbtxt_file(
+        os.path.join(schema.uri, "schema.pbtxt"),
+        infer_schema(parquet.read_source_metadata(out), label="label"),
+    )
     model, model_run = standard_artifacts.Model(), standard_artifacts.ModelRun()
     model.uri, model_run.uri = str(tmp_path / "model"), str(tmp_path / "model_run")
-    monkeypatch.setattr(training_clients.VertexJobClient, "create_client", lambda self: setattr(
-        self, "_client", aiplatform_v1.JobServiceClient(
-            credentials=auth_credentials.AnonymousCredentials())))
+    monkeypatch.setattr(
+        training_clients.VertexJobClient,
+        "create_client",
+        lambda self: setattr(
+            self,
+            "_client",
+            aiplatform_v1.JobServiceClient(credentials=auth_credentials.AnonymousCredentials()),
+        ),
+    )
     exec_properties = {
         "train_args": proto_utils.proto_to_json(trainer_pb2.TrainArgs(num_steps=6)),
         "eval_args": proto_utils.proto_to_json(trainer_pb2.EvalArgs(num_steps=2)),
-        "batch_size": 64, "label": "label", "epochs": 1, "distribution": "auto",
-        "custom_config": json_utils.dumps(_training(replica_count=2).custom_config())}
+        "batch_size": 64,
+        "label": "label",
+        "epochs": 1,
+        "distribution": "auto",
+        "custom_config": json_utils.dumps(_training(replica_count=2).custom_config()),
+    }
 
     def run(launch):
         monkeypatch.setattr(runner, "_launch_cloud_training", launch)
-        vertex.Executor().Do({"examples": [examples], "schema": [schema]},
-                             {"model": [model], "model_run": [model_run]}, exec_properties)
+        vertex.Executor().Do(
+            {"examples": [examples], "schema": [schema]},
+            {"model": [model], "model_run": [model_run]},
+            exec_properties,
+        )
 
     return types.SimpleNamespace(run=run, model=model, model_run=model_run)
 
@@ -153,7 +186,8 @@ def test_the_launched_job_is_a_valid_custom_job_running_our_executor(trainer_run
         command = list(pool.container_spec.command)
         assert command[:3] == ["python", "-m", "tfx.scripts.run_executor"]
         assert command[command.index("--executor_class_path") + 1] == (
-            "tfx_tabular.components.tabular_trainer.executor.Executor")
+            "tfx_tabular.components.tabular_trainer.executor.Executor"
+        )
 
 
 @pytest.mark.slow
@@ -167,16 +201,30 @@ def test_the_replicas_train_multi_worker_and_the_figures_reach_model_run(trainer
         cluster = {"chief": [f"127.0.0.1:{chief_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
         processes = []
         try:
-            for task_type, pool in zip(("chief", "worker"), pools):
+            for task_type, pool in zip(("chief", "worker"), pools, strict=True):
                 command = [sys.executable] + pool["container_spec"]["command"][1:]
                 scratch = tmp_path / f"{task_type}-tmp"
                 scratch.mkdir()
-                env = {**os.environ, "TMPDIR": str(scratch), "TF_CONFIG": json.dumps({
-                    "cluster": cluster, "task": {"type": task_type, "index": 0},
-                    "environment": "cloud"})}
+                env = {
+                    **os.environ,
+                    "TMPDIR": str(scratch),
+                    "TF_CONFIG": json.dumps(
+                        {
+                            "cluster": cluster,
+                            "task": {"type": task_type, "index": 0},
+                            "environment": "cloud",
+                        }
+                    ),
+                }
                 with open(tmp_path / f"{task_type}.log", "w") as log:
-                    processes.append((task_type, subprocess.Popen(
-                        command, env=env, stdout=log, stderr=subprocess.STDOUT)))
+                    processes.append(
+                        (
+                            task_type,
+                            subprocess.Popen(
+                                command, env=env, stdout=log, stderr=subprocess.STDOUT
+                            ),
+                        )
+                    )
             for task_type, process in processes:
                 code = process.wait(timeout=600)
                 assert code == 0, (tmp_path / f"{task_type}.log").read_text()[-3000:]

@@ -3,6 +3,7 @@
 io → schemas → training → components → pipelines → cli: a module may import its own layer and the
 layers before it, never a later one (imports inside functions count too).
 """
+
 import ast
 import pathlib
 import subprocess
@@ -31,8 +32,10 @@ def _imports(path: pathlib.Path, module: str) -> list[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1]
-                                + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1]
+                    + ([base] if base else [])
+                )
             names += [f"{base}.{a.name}" for a in node.names] if base == "tfx_tabular" else [base]
     return names
 
@@ -65,9 +68,13 @@ def test_layers_import_downward_only():
 
 
 def test_core_has_no_tfx_imports():
-    found = [f"{module} imports {name}" for path, module in _modules()
-             if module.split(".")[1:2] and module.split(".")[1] in CORE
-             for name in _imports(path, module) if name == "tfx" or name.startswith("tfx.")]
+    found = [
+        f"{module} imports {name}"
+        for path, module in _modules()
+        if module.split(".")[1:2] and module.split(".")[1] in CORE
+        for name in _imports(path, module)
+        if name == "tfx" or name.startswith("tfx.")
+    ]
     assert not found, "\n".join(found)
 
 
@@ -78,20 +85,28 @@ def test_the_checker_sees_an_upward_import(tmp_path):
     assert _layer(_imports(bad, "tfx_tabular.io.bad")[0]) > _layer("tfx_tabular.io.bad")
 
 
-@pytest.mark.parametrize("code", [
-    "import tfx_tabular",
-    "import tfx_tabular.schemas, tfx_tabular.components, tfx_tabular.pipelines",
-    "from tfx_tabular.training.input_fn import input_fn",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import tfx_tabular",
+        "import tfx_tabular.schemas, tfx_tabular.components, tfx_tabular.pipelines",
+        "from tfx_tabular.training.input_fn import input_fn",
+    ],
+)
 def test_light_imports_load_no_tfx(code):
-    probe = (f"{code}\nimport sys\n"
-             "print(sorted(m for m in sys.modules if m == 'tfx' or m.startswith('tfx.')))")
+    probe = (
+        f"{code}\nimport sys\n"
+        "print(sorted(m for m in sys.modules if m == 'tfx' or m.startswith('tfx.')))"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
 
 
 def test_no_tests_ship_in_the_package():
     """Tests live in tests/ only: nothing test-like is installed into the wheel or the image."""
-    shipped = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
-               if p.name.startswith("test_") or p.name.endswith("_test.py") or p.name == "conftest.py"]
+    shipped = [
+        str(p.relative_to(PACKAGE))
+        for p in PACKAGE.rglob("*.py")
+        if p.name.startswith("test_") or p.name.endswith("_test.py") or p.name == "conftest.py"
+    ]
     assert not shipped

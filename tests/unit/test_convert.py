@@ -1,4 +1,5 @@
 """tfx_tabular.io.convert: partitioned Parquet → Split-*/data_tfrecord-* shards, as a Beam pipeline."""
+
 import collections
 import glob
 import gzip
@@ -9,11 +10,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import HIVE_FILES, IN_MEMORY_BEAM
+
 from tfx_tabular.io import convert as conversion
-from tfx_tabular.io.plan import OutputOptions, Splits, splits_by_partition, splits_by_patterns
 from tfx_tabular.io.parquet import InputError, open_dataset
+from tfx_tabular.io.plan import OutputOptions, Splits, splits_by_partition, splits_by_patterns
 
 tf = pytest.importorskip("tensorflow")
 from tensorflow.core.example import example_pb2  # noqa: E402
@@ -56,17 +57,21 @@ def assert_published(output_dir, names):
     assert not glob.glob(os.path.join(str(output_dir), "**", "*incomplete*"), recursive=True)
     for name in names:
         assert os.listdir(os.path.join(output_dir, f"Split-{name}"))
-        assert all(os.path.basename(f).startswith("data_tfrecord-")
-                   for f in glob.glob(os.path.join(str(output_dir), f"Split-{name}", "*")))
+        assert all(
+            os.path.basename(f).startswith("data_tfrecord-")
+            for f in glob.glob(os.path.join(str(output_dir), f"Split-{name}", "*"))
+        )
 
 
 # --- 1. a hive dataset ----------------------------------------------------------------------
+
 
 def test_hive_dataset_partitions_become_typed_features(hive_dataset, tmp_path):
     dataset = open_dataset(hive_dataset)
     assert len(dataset.files) == len(HIVE_FILES)  # _SUCCESS, _metadata, .crc, ... ignored
     assert sorted(f.relative for f in dataset.files) == sorted(
-        f"region={r}/day={d}/part.parquet" for r, d, _, _ in HIVE_FILES)
+        f"region={r}/day={d}/part.parquet" for r, d, _, _ in HIVE_FILES
+    )
     assert dataset.partition_columns == ("region", "day")
     assert dataset.schema.field("day").type == pa.int64()
     assert dataset.schema.field("region").type == pa.string()
@@ -115,6 +120,7 @@ def test_output_folder_with_splits_is_refused(hive_dataset, tmp_path):
 
 # --- 2. deterministic splits ----------------------------------------------------------------
 
+
 def test_hash_splits_are_deterministic_across_runs_shards_and_workers(demo_dataset, tmp_path):
     dataset = open_dataset(demo_dataset)
     run(dataset, tmp_path / "a")
@@ -124,21 +130,29 @@ def test_hash_splits_are_deterministic_across_runs_shards_and_workers(demo_datas
     assert all_records(tmp_path / "b") == reference
 
     # Other shard counts, batch sizes and worker counts; then the default mode and worker processes.
-    other = run(dataset, tmp_path / "c", options=OutputOptions(num_shards=5, batch_size=123),
-                args=["--direct_num_workers=2", "--direct_running_mode=in_memory"])
+    other = run(
+        dataset,
+        tmp_path / "c",
+        options=OutputOptions(num_shards=5, batch_size=123),
+        args=["--direct_num_workers=2", "--direct_running_mode=in_memory"],
+    )
     assert other.num_shards == 5 and len(split_files(str(tmp_path / "c"), "train")) == 5
     assert all_records(tmp_path / "c") == reference
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("args", [[], ["--direct_running_mode=multi_processing",
-                                       "--direct_num_workers=2"]], ids=["default", "processes"])
+@pytest.mark.parametrize(
+    "args",
+    [[], ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]],
+    ids=["default", "processes"],
+)
 def test_parallel_modes_write_the_same_records(demo_dataset, tmp_path, args):
     """The default (one thread per core) and worker processes (DoFn pickled, as on a cluster)."""
     dataset = open_dataset(demo_dataset)
     reference = run(dataset, tmp_path / "ref")
-    parallel = run(dataset, tmp_path / "par", options=OutputOptions(num_shards=4, batch_size=700),
-                   args=args)
+    parallel = run(
+        dataset, tmp_path / "par", options=OutputOptions(num_shards=4, batch_size=700), args=args
+    )
     assert parallel.rows == reference.rows and parallel.num_shards == 4
     assert_published(tmp_path / "par", ["train", "eval"])
     assert all_records(tmp_path / "par") == all_records(tmp_path / "ref")
@@ -146,13 +160,15 @@ def test_parallel_modes_write_the_same_records(demo_dataset, tmp_path, args):
 
 def test_hash_by_key_columns_keeps_each_key_in_one_split(demo_dataset, tmp_path):
     dataset = open_dataset(demo_dataset)
-    result = run(dataset, tmp_path / "out", Splits(keys=("C1",)),
-                 OutputOptions(num_shards=3, batch_size=256))
+    result = run(
+        dataset, tmp_path / "out", Splits(keys=("C1",)), OutputOptions(num_shards=3, batch_size=256)
+    )
     keys = {}
     for split in ("train", "eval"):
         seen = collections.Counter(
             None if row["C1"] is None else row["C1"][0]
-            for row in map(features, read_split(str(tmp_path / "out"), split)))
+            for row in map(features, read_split(str(tmp_path / "out"), split))
+        )
         assert sum(seen.values()) == result.rows[split]
         keys[split] = seen
     assert not set(keys["train"]) & set(keys["eval"])  # no key (null included) in both splits
@@ -163,12 +179,14 @@ def test_hash_by_key_columns_keeps_each_key_in_one_split(demo_dataset, tmp_path)
 
 # --- 3. file-based splits -------------------------------------------------------------------
 
+
 def test_splits_by_partition_hold_out_the_last_day(hive_dataset, tmp_path):
     dataset = open_dataset(hive_dataset)
     splits = splits_by_partition(dataset, "day", last=1)
     # day is an int partition: 10 is the last day (as text it would sort before 3).
     assert {rel: s for rel, s in splits.file_splits.items() if s == "eval"} == {
-        "region=us/day=10/part.parquet": "eval"}
+        "region=us/day=10/part.parquet": "eval"
+    }
     result = run(dataset, tmp_path / "out", splits)
     assert result.rows == {"eval": 50, "train": 350}
     assert_published(tmp_path / "out", ["train", "eval"])
@@ -177,7 +195,9 @@ def test_splits_by_partition_hold_out_the_last_day(hive_dataset, tmp_path):
 
     explicit = splits_by_partition(dataset, "day", values={"eval": [3]})
     assert sorted(rel for rel, s in explicit.file_splits.items() if s == "eval") == [
-        "region=eu/day=3/part.parquet", "region=us/day=3/part.parquet"]
+        "region=eu/day=3/part.parquet",
+        "region=us/day=3/part.parquet",
+    ]
     with pytest.raises(InputError, match="not a partition key"):
         splits_by_partition(dataset, "id", last=1)
 
@@ -189,29 +209,46 @@ def test_splits_by_patterns(hive_dataset, tmp_path):
     assert result.rows == {"train": 200, "eval": 150}  # region=us/day=10 matches neither: skipped
     records = all_records(tmp_path / "out")
     assert {(features(r)["region"][0], features(r)["day"][0]) for r in records["train"]} == {
-        (b"eu", 3), (b"eu", 4)}
+        (b"eu", 3),
+        (b"eu", 4),
+    }
     assert {(features(r)["region"][0], features(r)["day"][0]) for r in records["eval"]} == {
-        (b"us", 3)}
+        (b"us", 3)
+    }
     with pytest.raises(InputError, match="matches the patterns of splits"):
         splits_by_patterns(dataset, {"train": "region=eu/*", "eval": "*/day=3/*"})
 
 
 # --- 4. schema unification ------------------------------------------------------------------
 
+
 def test_schema_unification_widens_ints_and_fills_missing_columns(tmp_path):
     (tmp_path / "in").mkdir()
-    pq.write_table(pa.table({"id": pa.array([1, 2], pa.int32()), "s": ["a", None]}),
-                   tmp_path / "in" / "a.parquet")
-    pq.write_table(pa.table({"id": pa.array([3, 2 ** 40], pa.int64()), "s": ["c", "d"],
-                             "extra": pa.array([0.5, None])}), tmp_path / "in" / "b.parquet")
+    pq.write_table(
+        pa.table({"id": pa.array([1, 2], pa.int32()), "s": ["a", None]}),
+        tmp_path / "in" / "a.parquet",
+    )
+    pq.write_table(
+        pa.table(
+            {
+                "id": pa.array([3, 2**40], pa.int64()),
+                "s": ["c", "d"],
+                "extra": pa.array([0.5, None]),
+            }
+        ),
+        tmp_path / "in" / "b.parquet",
+    )
     dataset = open_dataset(str(tmp_path / "in"))
     assert dataset.schema.field("id").type == pa.int64()
     assert dataset.schema.names == ["id", "s", "extra"]
     run(dataset, tmp_path / "out", Splits(buckets=(("train", 1),)))
     rows = sorted(map(features, read_split(str(tmp_path / "out"), "train")), key=lambda r: r["id"])
-    assert rows == [{"id": [1], "s": [b"a"], "extra": None}, {"id": [2], "s": None, "extra": None},
-                    {"id": [3], "s": [b"c"], "extra": [0.5]},
-                    {"id": [2 ** 40], "s": [b"d"], "extra": None}]
+    assert rows == [
+        {"id": [1], "s": [b"a"], "extra": None},
+        {"id": [2], "s": None, "extra": None},
+        {"id": [3], "s": [b"c"], "extra": [0.5]},
+        {"id": [2**40], "s": [b"d"], "extra": None},
+    ]
 
 
 def test_conflicting_column_types_name_both_files_and_the_column(tmp_path):
@@ -226,9 +263,10 @@ def test_conflicting_column_types_name_both_files_and_the_column(tmp_path):
 
 def test_map_column_is_an_input_error_naming_the_file_and_column(tmp_path):
     (tmp_path / "in").mkdir()
-    pq.write_table(pa.table({"id": [1], "attrs": pa.array([[("k", 1)]], pa.map_(pa.string(),
-                                                                                pa.int64()))}),
-                   tmp_path / "in" / "maps.parquet")
+    pq.write_table(
+        pa.table({"id": [1], "attrs": pa.array([[("k", 1)]], pa.map_(pa.string(), pa.int64()))}),
+        tmp_path / "in" / "maps.parquet",
+    )
     with pytest.raises(InputError) as error:
         open_dataset(str(tmp_path / "in"))
     assert "maps.parquet" in str(error.value) and "'attrs'" in str(error.value)
@@ -236,6 +274,7 @@ def test_map_column_is_an_input_error_naming_the_file_and_column(tmp_path):
 
 
 # --- 5. unreadable files --------------------------------------------------------------------
+
 
 def _good_file(path):
     pq.write_table(pa.table({"id": np.arange(1000), "s": [str(i) for i in range(1000)]}), path)
@@ -276,6 +315,7 @@ def test_corrupt_data_pages_fail_the_conversion_naming_the_file_and_nothing_is_p
 
 # --- 6. against stock TFX's Parquet path ------------------------------------------------------
 
+
 def _stock_examples(path: str) -> list:
     """What the stock ParquetExampleGen executor writes: dict_to_example over rows."""
     from tfx.components.example_gen.utils import dict_to_example
@@ -296,13 +336,16 @@ def _same(a, b) -> bool:
     if a is None or b is None:
         return a is b
     return len(a) == len(b) and all(
-        x == y or (isinstance(x, float) and math.isnan(x) and math.isnan(y)) for x, y in zip(a, b))
+        x == y or (isinstance(x, float) and math.isnan(x) and math.isnan(y))
+        for x, y in zip(a, b, strict=True)
+    )
 
 
 def test_matches_stock_tfx_parquet_examples_except_dropped_zeros(tfx_parquet_testdata, tmp_path):
     dataset = open_dataset(tfx_parquet_testdata)
-    result = run(dataset, tmp_path / "out", Splits(buckets=(("train", 1),)),
-                 OutputOptions(num_shards=1))
+    result = run(
+        dataset, tmp_path / "out", Splits(buckets=(("train", 1),)), OutputOptions(num_shards=1)
+    )
     assert result.rows == {"train": 10_000}
     # One shard and one split: the records are in the file's row order.
     ours = [example_pb2.Example.FromString(r) for r in read_split(str(tmp_path / "out"), "train")]
@@ -311,7 +354,7 @@ def test_matches_stock_tfx_parquet_examples_except_dropped_zeros(tfx_parquet_tes
 
     dropped = collections.Counter()
     identical = 0
-    for mine, theirs in zip(ours, stock):
+    for mine, theirs in zip(ours, stock, strict=True):
         if mine == theirs:
             identical += 1
             continue
@@ -324,13 +367,16 @@ def test_matches_stock_tfx_parquet_examples_except_dropped_zeros(tfx_parquet_tes
             # The only difference allowed: stock wrote 0 / 0.0 / "" as a feature with no value.
             assert b is None and _is_zero_or_empty(a), (name, a, b)
             dropped[name] += 1
-    print(f"\nstock TFX dropped {sum(dropped.values())} zero/empty values that we keep, in "
-          f"{10_000 - identical} of 10000 examples: {dict(dropped)}")
+    print(
+        f"\nstock TFX dropped {sum(dropped.values())} zero/empty values that we keep, in "
+        f"{10_000 - identical} of 10000 examples: {dict(dropped)}"
+    )
     assert sum(dropped.values()) > 0 and identical > 0
     assert {"tips", "trip_miles"} <= set(dropped)
 
 
 # --- 7. gzip --------------------------------------------------------------------------------
+
 
 def test_gzip_shards_read_back_with_tf_data(demo_dataset, tmp_path):
     dataset = open_dataset(demo_dataset)
@@ -343,7 +389,8 @@ def test_gzip_shards_read_back_with_tf_data(demo_dataset, tmp_path):
         for f in files:
             once = gzip.decompress(open(f, "rb").read())
             assert once[:2] != b"\x1f\x8b", f"{f} is gzip-compressed twice"
-    assert {s: sorted(read_split(str(tmp_path / "gz"), s, "GZIP")) for s in ("train", "eval")} == \
-        all_records(tmp_path / "plain")
+    assert {
+        s: sorted(read_split(str(tmp_path / "gz"), s, "GZIP")) for s in ("train", "eval")
+    } == all_records(tmp_path / "plain")
     with pytest.raises(ValueError, match="compression"):
         OutputOptions(compression="zstd")

@@ -1,10 +1,12 @@
 """tfx_tabular.io.encoding: Arrow record batches → serialized tf.Example, checked against independent
 expectations, tf.io.parse_example, and tfx_bsl's encoder and decoder. No Beam here."""
+
 from __future__ import annotations
 
 import dataclasses
 import datetime
 import decimal
+import functools
 import os
 import struct
 from typing import Any, Callable, Optional
@@ -24,7 +26,7 @@ from tensorflow.core.example import example_pb2  # noqa: E402
 from tfx_bsl.coders import example_coder  # noqa: E402
 
 D = decimal.Decimal
-INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 INT, FLOAT, BYTES = "int64_list", "float_list", "bytes_list"
 SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck))
 # TFX_TABULAR_EXAMPLES_SCALE=20 runs every property test with 20x the examples (a longer soak).
@@ -37,14 +39,15 @@ def examples(n: int) -> int:
 
 # --- the type table, written independently of tfx_tabular.io.mapping ------------------------
 
+
 def _epoch_int(value, unit: str) -> int:
     """A datetime / pandas Timestamp from to_pylist() → integer since the UTC epoch in `unit`."""
     if isinstance(value, pd.Timestamp):
         ns = value.value
-        return ns // {"s": 10 ** 9, "ms": 10 ** 6, "us": 10 ** 3, "ns": 1}[unit]
+        return ns // {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}[unit]
     delta = value - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
-    micros = (delta.days * 86_400 + delta.seconds) * 10 ** 6 + delta.microseconds
-    return micros // {"s": 10 ** 6, "ms": 10 ** 3, "us": 1}[unit]
+    micros = (delta.days * 86_400 + delta.seconds) * 10**6 + delta.microseconds
+    return micros // {"s": 10**6, "ms": 10**3, "us": 1}[unit]
 
 
 def _days(value: datetime.date) -> int:
@@ -87,12 +90,14 @@ def _dictionary(values: list) -> pa.Array:
 def _ints(bits: int, signed: bool = True) -> st.SearchStrategy:
     if signed:
         return st.integers(-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
-    return st.integers(0, 2 ** bits - 1)
+    return st.integers(0, 2**bits - 1)
 
 
 def _floats(width: int) -> st.SearchStrategy:
-    return st.one_of(st.floats(width=width, allow_nan=True, allow_infinity=True),
-                     st.sampled_from([0.0, -0.0, float("nan"), float("inf"), float("-inf")]))
+    return st.one_of(
+        st.floats(width=width, allow_nan=True, allow_infinity=True),
+        st.sampled_from([0.0, -0.0, float("nan"), float("inf"), float("-inf")]),
+    )
 
 
 def _decimals(precision: int, scale: int, digits: int) -> st.SearchStrategy:
@@ -105,12 +110,15 @@ TEXT = st.one_of(st.just(""), st.just("ü€😀"), TEXT)
 BINARY = st.one_of(st.just(b""), st.just(b"\xff\xfe\x00\x80"), st.binary(max_size=6))
 TZ = "America/New_York"
 # Timestamps within what datetime / pandas can hand back from to_pylist().
-TS_RANGE = {"s": 6 * 10 ** 10, "ms": 6 * 10 ** 13, "us": 6 * 10 ** 16, "ns": 9 * 10 ** 18}
+TS_RANGE = {"s": 6 * 10**10, "ms": 6 * 10**13, "us": 6 * 10**16, "ns": 9 * 10**18}
 
 SCALARS = [
     Scalar("bool", pa.bool_(), st.booleans(), INT, int),
     *[Scalar(f"int{b}", getattr(pa, f"int{b}")(), _ints(b), INT, int) for b in (8, 16, 32, 64)],
-    *[Scalar(f"uint{b}", getattr(pa, f"uint{b}")(), _ints(b, False), INT, int) for b in (8, 16, 32)],
+    *[
+        Scalar(f"uint{b}", getattr(pa, f"uint{b}")(), _ints(b, False), INT, int)
+        for b in (8, 16, 32)
+    ],
     Scalar("uint64", pa.uint64(), st.integers(0, INT64_MAX), INT, int),
     Scalar("float16", pa.float16(), _floats(16), FLOAT, _f32, build=_float16),
     Scalar("float32", pa.float32(), _floats(32), FLOAT, _f32),
@@ -120,23 +128,70 @@ SCALARS = [
     Scalar("binary", pa.binary(), BINARY, BYTES, bytes),
     Scalar("large_binary", pa.large_binary(), BINARY, BYTES, bytes),
     Scalar("fixed_size_binary", pa.binary(3), st.binary(min_size=3, max_size=3), BYTES, bytes),
-    Scalar("dictionary", pa.dictionary(pa.int32(), pa.string()), st.sampled_from(["a", "", "ß", "a"]),
-           BYTES, lambda v: v.encode(), build=_dictionary),
+    Scalar(
+        "dictionary",
+        pa.dictionary(pa.int32(), pa.string()),
+        st.sampled_from(["a", "", "ß", "a"]),
+        BYTES,
+        lambda v: v.encode(),
+        build=_dictionary,
+    ),
     Scalar("date32", pa.date32(), st.integers(-719_162, 2_932_896), INT, _days),
-    Scalar("date64", pa.date64(), st.integers(-719_162, 2_932_896).map(lambda d: d * 86_400_000),
-           INT, lambda v: _days(v) * 86_400_000),
-    *[Scalar(f"timestamp_{u}", pa.timestamp(u, TZ), st.integers(-TS_RANGE[u], TS_RANGE[u]), INT,
-             (lambda u: lambda v: _epoch_int(v, u))(u)) for u in ("s", "ms", "us", "ns")],
-    Scalar("decimal128(10,2)", pa.decimal128(10, 2), _decimals(10, 2, 10), FLOAT,
-           lambda v: _f32(float(v))),
-    Scalar("decimal128(38,10)", pa.decimal128(38, 10), _decimals(38, 10, 38), FLOAT,
-           lambda v: _f32(float(v))),
-    Scalar("decimal128(10,2)/bytes", pa.decimal128(10, 2), _decimals(10, 2, 10), BYTES,
-           lambda v: format(v, "f").encode(), decimal_as="bytes"),
-    Scalar("decimal128(18,5)/bytes", pa.decimal128(18, 5), _decimals(18, 5, 18), BYTES,
-           lambda v: format(v, "f").encode(), decimal_as="bytes"),
-    Scalar("decimal128(18,0)/bytes", pa.decimal128(18, 0), _decimals(18, 0, 18), BYTES,
-           lambda v: format(v, "f").encode(), decimal_as="bytes"),
+    Scalar(
+        "date64",
+        pa.date64(),
+        st.integers(-719_162, 2_932_896).map(lambda d: d * 86_400_000),
+        INT,
+        lambda v: _days(v) * 86_400_000,
+    ),
+    *[
+        Scalar(
+            f"timestamp_{u}",
+            pa.timestamp(u, TZ),
+            st.integers(-TS_RANGE[u], TS_RANGE[u]),
+            INT,
+            functools.partial(_epoch_int, unit=u),
+        )
+        for u in ("s", "ms", "us", "ns")
+    ],
+    Scalar(
+        "decimal128(10,2)",
+        pa.decimal128(10, 2),
+        _decimals(10, 2, 10),
+        FLOAT,
+        lambda v: _f32(float(v)),
+    ),
+    Scalar(
+        "decimal128(38,10)",
+        pa.decimal128(38, 10),
+        _decimals(38, 10, 38),
+        FLOAT,
+        lambda v: _f32(float(v)),
+    ),
+    Scalar(
+        "decimal128(10,2)/bytes",
+        pa.decimal128(10, 2),
+        _decimals(10, 2, 10),
+        BYTES,
+        lambda v: format(v, "f").encode(),
+        decimal_as="bytes",
+    ),
+    Scalar(
+        "decimal128(18,5)/bytes",
+        pa.decimal128(18, 5),
+        _decimals(18, 5, 18),
+        BYTES,
+        lambda v: format(v, "f").encode(),
+        decimal_as="bytes",
+    ),
+    Scalar(
+        "decimal128(18,0)/bytes",
+        pa.decimal128(18, 0),
+        _decimals(18, 0, 18),
+        BYTES,
+        lambda v: format(v, "f").encode(),
+        decimal_as="bytes",
+    ),
 ]
 BY_LABEL = {s.label: s for s in SCALARS}
 
@@ -170,12 +225,20 @@ def _list_array(list_type: pa.DataType, rows: list, child: pa.Array, lengths: li
 
 @st.composite
 def columns(draw, name: str, n: int) -> Column:
-    shape = draw(st.sampled_from(["scalar"] * 4 + ["list", "large_list", "fixed_size_list",
-                                                   "nested", "struct"]))
+    shape = draw(
+        st.sampled_from(
+            ["scalar"] * 4 + ["list", "large_list", "fixed_size_list", "nested", "struct"]
+        )
+    )
     if shape == "nested":
-        rows = draw(st.lists(st.none() | st.lists(st.lists(st.integers(INT64_MIN, INT64_MAX),
-                                                            max_size=3), max_size=3),
-                             min_size=n, max_size=n))
+        rows = draw(
+            st.lists(
+                st.none()
+                | st.lists(st.lists(st.integers(INT64_MIN, INT64_MAX), max_size=3), max_size=3),
+                min_size=n,
+                max_size=n,
+            )
+        )
         array = pa.array(rows, pa.list_(pa.list_(pa.int64())))
 
         def expected(arr):
@@ -184,23 +247,40 @@ def columns(draw, name: str, n: int) -> Column:
                 if row is None:
                     out.append({name: None, f"{name}.row_lengths_1": None})
                 else:
-                    out.append({name: (INT, [v for inner in row for v in inner]),
-                                f"{name}.row_lengths_1": (INT, [len(inner) for inner in row])})
+                    out.append(
+                        {
+                            name: (INT, [v for inner in row for v in inner]),
+                            f"{name}.row_lengths_1": (INT, [len(inner) for inner in row]),
+                        }
+                    )
             return out
+
         return Column(name, "list<list<int64>>", array, "float", expected, nested=True)
     if shape == "struct":
-        rows = draw(st.lists(st.none() | st.fixed_dictionaries(
-            {"a": st.none() | st.integers(INT64_MIN, INT64_MAX), "b": st.none() | TEXT}),
-            min_size=n, max_size=n))
+        rows = draw(
+            st.lists(
+                st.none()
+                | st.fixed_dictionaries(
+                    {"a": st.none() | st.integers(INT64_MIN, INT64_MAX), "b": st.none() | TEXT}
+                ),
+                min_size=n,
+                max_size=n,
+            )
+        )
         array = pa.array(rows, pa.struct([("a", pa.int64()), ("b", pa.string())]))
 
         def expected(arr):
             out = []
             for row in arr.to_pylist():
                 row = row or {"a": None, "b": None}
-                out.append({f"{name}.a": None if row["a"] is None else (INT, [row["a"]]),
-                            f"{name}.b": None if row["b"] is None else (BYTES, [row["b"].encode()])})
+                out.append(
+                    {
+                        f"{name}.a": None if row["a"] is None else (INT, [row["a"]]),
+                        f"{name}.b": None if row["b"] is None else (BYTES, [row["b"].encode()]),
+                    }
+                )
             return out
+
         return Column(name, "struct<a:int64,b:string>", array, "float", expected)
 
     scalar = draw(st.sampled_from(SCALARS))
@@ -212,13 +292,19 @@ def columns(draw, name: str, n: int) -> Column:
         lists = st.lists(scalar.values, min_size=size or 0, max_size=size or 4)
         rows = draw(st.lists(st.none() | lists, min_size=n, max_size=n))
         # Null rows of variable-length lists may still own child values ("garbage").
-        backing = [r if r is not None else
-                   (draw(st.lists(scalar.values, min_size=size, max_size=size)) if size else
-                    draw(st.lists(scalar.values, max_size=2)))
-                   for r in rows]
+        backing = [
+            r
+            if r is not None
+            else (
+                draw(st.lists(scalar.values, min_size=size, max_size=size))
+                if size
+                else draw(st.lists(scalar.values, max_size=2))
+            )
+            for r in rows
+        ]
         child = scalar.array([v for r in backing for v in r])
         list_type = {"list": pa.list_, "large_list": pa.large_list}.get(shape)
-        list_type = (list_type(child.type) if list_type else pa.list_(child.type, size))
+        list_type = list_type(child.type) if list_type else pa.list_(child.type, size)
         array = _list_array(list_type, rows, child, [len(r) for r in backing])
 
     def expected(arr):
@@ -231,6 +317,7 @@ def columns(draw, name: str, n: int) -> Column:
             else:
                 out.append({name: (scalar.kind, [scalar.expect(v) for v in row])})
         return out
+
     return Column(name, f"{shape}<{scalar.label}>", array, scalar.decimal_as, expected)
 
 
@@ -249,12 +336,14 @@ def batches(draw):
     modes = {c.decimal_as for c in cols if "decimal" in c.label}
     decimal_as = "bytes" if modes == {"bytes"} else "float"
     keep = [i for i, c in enumerate(cols) if "decimal" not in c.label or c.decimal_as == decimal_as]
-    batch = pa.RecordBatch.from_arrays([batch.column(i) for i in keep],
-                                       [cols[i].name for i in keep])
+    batch = pa.RecordBatch.from_arrays(
+        [batch.column(i) for i in keep], [cols[i].name for i in keep]
+    )
     return batch, [cols[i] for i in keep], decimal_as
 
 
 # --- comparing examples ------------------------------------------------------------------------
+
 
 def _canon_value(kind: str, value):
     if kind == FLOAT:
@@ -283,7 +372,7 @@ def parsed(record: bytes) -> dict:
 def expected_rows(batch: pa.RecordBatch, cols: list) -> list[dict]:
     rows = [dict() for _ in range(batch.num_rows)]
     for i, col in enumerate(cols):
-        for row, features in zip(rows, col.expected(batch.column(i))):
+        for row, features in zip(rows, col.expected(batch.column(i)), strict=True):
             row.update({k: _canon(v) for k, v in features.items()})
     return rows
 
@@ -311,6 +400,7 @@ def tfx_bsl_records(expected: list[dict], names: list[str], kinds: dict) -> list
 
 # --- 1. property-based round trip ----------------------------------------------------------------
 
+
 @settings(max_examples=examples(400), **SETTINGS)
 @given(batches())
 def test_round_trip_matches_independent_expectations_and_tfx_bsl(generated):
@@ -320,7 +410,7 @@ def test_round_trip_matches_independent_expectations_and_tfx_bsl(generated):
     assert len(records) == batch.num_rows
     expected = expected_rows(batch, cols)
     kinds = {f.name: {1: BYTES, 2: INT, 3: FLOAT}[int(f.kind)] for f in features}
-    for record, want in zip(records, expected):
+    for record, want in zip(records, expected, strict=True):
         got = parsed(record)
         assert got == want, (batch.schema, [c.label for c in cols])
         for name, value in got.items():  # every typed value has the feature's declared kind
@@ -331,47 +421,85 @@ def test_round_trip_matches_independent_expectations_and_tfx_bsl(generated):
     flat = [f.name for f in features if f.column not in ragged]
     if flat and batch.num_rows:
         theirs = tfx_bsl_records(expected, flat, kinds)
-        for ours, their in zip(records, theirs):
+        for ours, their in zip(records, theirs, strict=True):
             mine = {k: v for k, v in parsed(ours).items() if k in flat}
             assert mine == parsed(their)
 
 
 def test_the_conventions_spelled_out():
-    """null → no kind; [] → empty typed list; 0, False, "", NaN, ±inf kept; uint64 at int64 max."""
-    batch = pa.RecordBatch.from_arrays([
-        pa.array([0, None, 7], pa.int64()),
-        pa.array([False, True, None]),
-        pa.array(["", None, "x"]),
-        pa.array([float("nan"), float("inf"), float("-inf")], pa.float64()),
-        pa.array([[], None, [1.5]], pa.list_(pa.float32())),
-        pa.array([0, INT64_MAX, None], pa.uint64()),
-        pa.array([1e300, -1e-300, 0.1], pa.float64()),
-        pa.array([[[1], []], [], None], pa.list_(pa.list_(pa.int64()))),
-        pa.array([{"a": 0, "b": ""}, None, {"a": None, "b": "y"}],
-                 pa.struct([("a", pa.int64()), ("b", pa.string())])),
-    ], ["i", "b", "s", "f", "l", "u", "d", "n", "st"])
+    """Null → no kind; [] → empty typed list; 0, False, "", NaN, ±inf kept; uint64 at int64 max."""
+    batch = pa.RecordBatch.from_arrays(
+        [
+            pa.array([0, None, 7], pa.int64()),
+            pa.array([False, True, None]),
+            pa.array(["", None, "x"]),
+            pa.array([float("nan"), float("inf"), float("-inf")], pa.float64()),
+            pa.array([[], None, [1.5]], pa.list_(pa.float32())),
+            pa.array([0, INT64_MAX, None], pa.uint64()),
+            pa.array([1e300, -1e-300, 0.1], pa.float64()),
+            pa.array([[[1], []], [], None], pa.list_(pa.list_(pa.int64()))),
+            pa.array(
+                [{"a": 0, "b": ""}, None, {"a": None, "b": "y"}],
+                pa.struct([("a", pa.int64()), ("b", pa.string())]),
+            ),
+        ],
+        ["i", "b", "s", "f", "l", "u", "d", "n", "st"],
+    )
     rows = [parsed(r) for r in encode(batch, features_of(batch.schema)).records()]
     nan = "nan"
     bits = lambda v: _canon_value(FLOAT, v)  # noqa: E731
-    assert rows[0] == {"i": (INT, (0,)), "b": (INT, (0,)), "s": (BYTES, (b"",)), "f": (FLOAT, (nan,)),
-                       "l": (FLOAT, ()), "u": (INT, (0,)), "d": (FLOAT, (bits(float("inf")),)),
-                       "n": (INT, (1,)), "n.row_lengths_1": (INT, (1, 0)),
-                       "st.a": (INT, (0,)), "st.b": (BYTES, (b"",))}
-    assert rows[1] == {"i": None, "b": (INT, (1,)), "s": None, "f": (FLOAT, (bits(float("inf")),)),
-                       "l": None, "u": (INT, (INT64_MAX,)), "d": (FLOAT, (bits(-0.0),)),
-                       "n": (INT, ()), "n.row_lengths_1": (INT, ()), "st.a": None, "st.b": None}
-    assert rows[2] == {"i": (INT, (7,)), "b": None, "s": (BYTES, (b"x",)),
-                       "f": (FLOAT, (bits(float("-inf")),)), "l": (FLOAT, (bits(1.5),)), "u": None,
-                       "d": (FLOAT, (bits(np.float32(0.1)),)), "n": None, "n.row_lengths_1": None,
-                       "st.a": None, "st.b": (BYTES, (b"y",))}
+    assert rows[0] == {
+        "i": (INT, (0,)),
+        "b": (INT, (0,)),
+        "s": (BYTES, (b"",)),
+        "f": (FLOAT, (nan,)),
+        "l": (FLOAT, ()),
+        "u": (INT, (0,)),
+        "d": (FLOAT, (bits(float("inf")),)),
+        "n": (INT, (1,)),
+        "n.row_lengths_1": (INT, (1, 0)),
+        "st.a": (INT, (0,)),
+        "st.b": (BYTES, (b"",)),
+    }
+    assert rows[1] == {
+        "i": None,
+        "b": (INT, (1,)),
+        "s": None,
+        "f": (FLOAT, (bits(float("inf")),)),
+        "l": None,
+        "u": (INT, (INT64_MAX,)),
+        "d": (FLOAT, (bits(-0.0),)),
+        "n": (INT, ()),
+        "n.row_lengths_1": (INT, ()),
+        "st.a": None,
+        "st.b": None,
+    }
+    assert rows[2] == {
+        "i": (INT, (7,)),
+        "b": None,
+        "s": (BYTES, (b"x",)),
+        "f": (FLOAT, (bits(float("-inf")),)),
+        "l": (FLOAT, (bits(1.5),)),
+        "u": None,
+        "d": (FLOAT, (bits(np.float32(0.1)),)),
+        "n": None,
+        "n.row_lengths_1": None,
+        "st.a": None,
+        "st.b": (BYTES, (b"y",)),
+    }
 
 
 def test_list_of_struct_and_struct_of_list():
-    batch = pa.RecordBatch.from_arrays([
-        pa.array([[{"a": 1, "b": "x"}, {"a": 2, "b": ""}], [], None],
-                 pa.list_(pa.struct([("a", pa.int64()), ("b", pa.string())]))),
-        pa.array([{"l": [1, 2]}, {"l": None}, None], pa.struct([("l", pa.list_(pa.int64()))])),
-    ], ["ls", "sl"])
+    batch = pa.RecordBatch.from_arrays(
+        [
+            pa.array(
+                [[{"a": 1, "b": "x"}, {"a": 2, "b": ""}], [], None],
+                pa.list_(pa.struct([("a", pa.int64()), ("b", pa.string())])),
+            ),
+            pa.array([{"l": [1, 2]}, {"l": None}, None], pa.struct([("l", pa.list_(pa.int64()))])),
+        ],
+        ["ls", "sl"],
+    )
     rows = [parsed(r) for r in encode(batch, features_of(batch.schema)).records()]
     assert rows == [
         {"ls.a": (INT, (1, 2)), "ls.b": (BYTES, (b"x", b"")), "sl.l": (INT, (1, 2))},
@@ -380,16 +508,22 @@ def test_list_of_struct_and_struct_of_list():
     ]
 
 
-@pytest.mark.parametrize("array", [
-    pa.array([None, None], pa.list_(pa.int64(), 2)),
-    pa.array([None], pa.list_(pa.string(), 1)),
-    pa.array([[1, 2], None, None], pa.list_(pa.int64(), 2)).slice(1),
-    # A null variable-length list may own child values too (the Arrow format allows it).
-    pa.Array.from_buffers(pa.list_(pa.int64()), 1,
-                          [pa.array([False]).buffers()[1],
-                           pa.py_buffer(np.array([0, 2], np.int32).tobytes())],
-                          children=[pa.array([1, 2])]),
-], ids=["fixed_size_list", "fixed_size_list_of_string", "sliced_fixed_size_list", "list"])
+@pytest.mark.parametrize(
+    "array",
+    [
+        pa.array([None, None], pa.list_(pa.int64(), 2)),
+        pa.array([None], pa.list_(pa.string(), 1)),
+        pa.array([[1, 2], None, None], pa.list_(pa.int64(), 2)).slice(1),
+        # A null variable-length list may own child values too (the Arrow format allows it).
+        pa.Array.from_buffers(
+            pa.list_(pa.int64()),
+            1,
+            [pa.array([False]).buffers()[1], pa.py_buffer(np.array([0, 2], np.int32).tobytes())],
+            children=[pa.array([1, 2])],
+        ),
+    ],
+    ids=["fixed_size_list", "fixed_size_list_of_string", "sliced_fixed_size_list", "list"],
+)
 def test_all_null_list_columns_encode(array):
     """A batch in which a list column is entirely null encodes as "no kind" in every row.
 
@@ -419,13 +553,19 @@ def test_sliced_fixed_size_binary_does_not_crash():
     list<fixed_size_binary> whose flattened values start at an offset. Run in a subprocess."""
     import subprocess
     import sys
-    result = subprocess.run([sys.executable, "-c", SLICED_FIXED_SIZE_BINARY], capture_output=True,
-                            text=True, timeout=120)
+
+    result = subprocess.run(
+        [sys.executable, "-c", SLICED_FIXED_SIZE_BINARY],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, f"exit code {result.returncode}: {result.stderr[-2000:]}"
     assert result.stdout.split() == ["2", "1"]
 
 
 # --- decimals as text: edge cases ----------------------------------------------------------------
+
 
 def _decimal_text(values: list, arrow_type: pa.DataType) -> list:
     batch = pa.RecordBatch.from_arrays([pa.array(values, arrow_type)], ["d"])
@@ -434,16 +574,20 @@ def _decimal_text(values: list, arrow_type: pa.DataType) -> list:
 
 def test_decimal_text_of_the_int64_minimum():
     # -2**63 fits the 64-bit fast path, but np.abs(-2**63) overflows back to -2**63.
-    assert _decimal_text([D(INT64_MIN)], pa.decimal128(19, 0)) == [(BYTES, (b"-9223372036854775808",))]
+    assert _decimal_text([D(INT64_MIN)], pa.decimal128(19, 0)) == [
+        (BYTES, (b"-9223372036854775808",))
+    ]
     assert _decimal_text([D(INT64_MIN).scaleb(-2)], pa.decimal128(19, 2)) == [
-        (BYTES, (b"-92233720368547758.08",))]
+        (BYTES, (b"-92233720368547758.08",))
+    ]
 
 
 def test_decimal_text_with_a_scale_above_18():
     # The unscaled values fit in int64, but 10**scale does not: a TypeError from pyarrow.compute.
     values = [D("0.5"), D("-0.0000000000000000001"), D(0)]
     assert _decimal_text(values, pa.decimal128(20, 19)) == [
-        (BYTES, (format(v.quantize(D(1).scaleb(-19)), "f").encode(),)) for v in values]
+        (BYTES, (format(v.quantize(D(1).scaleb(-19)), "f").encode(),)) for v in values
+    ]
 
 
 def test_decimal256_as_text_is_exact_or_refused():
@@ -452,7 +596,12 @@ def test_decimal256_as_text_is_exact_or_refused():
         got = _decimal_text(values, pa.decimal256(40, 2))
     except (ConversionError, UnsupportedColumnError):
         return  # refusing decimal256 would be acceptable; silently wrong text is not
-    assert got == [(BYTES, (b"1.50",)), (BYTES, (b"-2.25",)), None, (BYTES, (b"12345678901234.56",))]
+    assert got == [
+        (BYTES, (b"1.50",)),
+        (BYTES, (b"-2.25",)),
+        None,
+        (BYTES, (b"12345678901234.56",)),
+    ]
 
 
 def test_decimal_text_beyond_18_digits_is_a_conversion_error():
@@ -462,17 +611,33 @@ def test_decimal_text_beyond_18_digits_is_a_conversion_error():
 
 # --- 2. parsing with TensorFlow ------------------------------------------------------------------
 
-TF_SCALARS = ["bool", "int8", "int64", "uint32", "uint64", "float16", "float64", "string", "binary",
-              "large_string", "fixed_size_binary", "dictionary", "date32", "timestamp_ns",
-              "timestamp_s", "decimal128(10,2)"]
+TF_SCALARS = [
+    "bool",
+    "int8",
+    "int64",
+    "uint32",
+    "uint64",
+    "float16",
+    "float64",
+    "string",
+    "binary",
+    "large_string",
+    "fixed_size_binary",
+    "dictionary",
+    "date32",
+    "timestamp_ns",
+    "timestamp_s",
+    "decimal128(10,2)",
+]
 
 
 @st.composite
 def tf_batches(draw):
     n = draw(st.integers(1, 5))
     arrays, specs = [], []
-    for i, label in enumerate(draw(st.lists(st.sampled_from(TF_SCALARS), min_size=1, max_size=4,
-                                            unique=True))):
+    for i, label in enumerate(
+        draw(st.lists(st.sampled_from(TF_SCALARS), min_size=1, max_size=4, unique=True))
+    ):
         scalar = BY_LABEL[label]
         shape = draw(st.sampled_from(["required", "optional", "list", "nested"]))
         name = f"c{i}"
@@ -480,20 +645,35 @@ def tf_batches(draw):
             value = scalar.values if shape == "required" else st.none() | scalar.values
             arrays.append(scalar.array(draw(st.lists(value, min_size=n, max_size=n))))
         elif shape == "list":
-            rows = draw(st.lists(st.none() | st.lists(scalar.values, max_size=3), min_size=n,
-                                 max_size=n))
+            rows = draw(
+                st.lists(st.none() | st.lists(scalar.values, max_size=3), min_size=n, max_size=n)
+            )
             child = scalar.array([v for r in rows if r is not None for v in r])
-            arrays.append(_list_array(pa.list_(child.type), rows, child,
-                                      [0 if r is None else len(r) for r in rows]))
+            arrays.append(
+                _list_array(
+                    pa.list_(child.type), rows, child, [0 if r is None else len(r) for r in rows]
+                )
+            )
         else:
-            rows = draw(st.lists(st.none() | st.lists(st.lists(scalar.values, max_size=2),
-                                                      max_size=3), min_size=n, max_size=n))
+            rows = draw(
+                st.lists(
+                    st.none() | st.lists(st.lists(scalar.values, max_size=2), max_size=3),
+                    min_size=n,
+                    max_size=n,
+                )
+            )
             flat = [v for r in rows if r is not None for inner in r for v in inner]
-            inner = _list_array(pa.list_(scalar.array(flat).type), [v for r in rows if r is not None
-                                                                     for v in r],
-                                scalar.array(flat), [len(v) for r in rows if r is not None for v in r])
-            arrays.append(_list_array(pa.list_(inner.type), rows, inner,
-                                      [0 if r is None else len(r) for r in rows]))
+            inner = _list_array(
+                pa.list_(scalar.array(flat).type),
+                [v for r in rows if r is not None for v in r],
+                scalar.array(flat),
+                [len(v) for r in rows if r is not None for v in r],
+            )
+            arrays.append(
+                _list_array(
+                    pa.list_(inner.type), rows, inner, [0 if r is None else len(r) for r in rows]
+                )
+            )
         specs.append((name, scalar, shape))
     return pa.RecordBatch.from_arrays(arrays, [s[0] for s in specs]), specs
 
@@ -521,28 +701,40 @@ def test_tf_parse_example_gives_back_the_source_values(generated):
         elif shape == "list":
             spec[name] = tf.io.RaggedFeature(dtype)
         else:
-            spec[name] = tf.io.RaggedFeature(dtype, value_key=name, partitions=[
-                tf.io.RaggedFeature.RowLengths(f"{name}.row_lengths_1")])
+            spec[name] = tf.io.RaggedFeature(
+                dtype,
+                value_key=name,
+                partitions=[tf.io.RaggedFeature.RowLengths(f"{name}.row_lengths_1")],
+            )
     out = tf.io.parse_example(tf.constant(records), spec)
     for i, (name, scalar, shape) in enumerate(specs):
         source = batch.column(i).to_pylist()
-        conv = lambda v: _tf_value(scalar.kind, scalar.expect(v))  # noqa: E731
-        canon = lambda v: _tf_value(scalar.kind, v)  # noqa: E731
+
+        def conv(v, scalar=scalar):
+            return _tf_value(scalar.kind, scalar.expect(v))
+
+        def canon(v, scalar=scalar):
+            return _tf_value(scalar.kind, v)
+
         if shape == "required":
             assert [canon(v) for v in out[name].numpy().tolist()] == [conv(v) for v in source]
         elif shape == "optional":
             dense = tf.RaggedTensor.from_sparse(out[name]).to_list()
             assert [[canon(v) for v in row] for row in dense] == [
-                [] if v is None else [conv(v)] for v in source]
+                [] if v is None else [conv(v)] for v in source
+            ]
         elif shape == "list":
             assert [[canon(v) for v in row] for row in out[name].to_list()] == [
-                [] if r is None else [conv(v) for v in r] for r in source]
+                [] if r is None else [conv(v) for v in r] for r in source
+            ]
         else:
-            assert [[[canon(v) for v in inner] for inner in row] for row in out[name].to_list()] == [
-                [] if r is None else [[conv(v) for v in inner] for inner in r] for r in source]
+            assert [
+                [[canon(v) for v in inner] for inner in row] for row in out[name].to_list()
+            ] == [[] if r is None else [[conv(v) for v in inner] for inner in r] for r in source]
 
 
 # --- 3. decoding with tfx_bsl --------------------------------------------------------------------
+
 
 @settings(max_examples=examples(60), **SETTINGS)
 @given(batches())
@@ -555,7 +747,7 @@ def test_tfx_bsl_decoder_gives_back_nulls_and_empty_lists(generated):
     expected = expected_rows(batch, cols)
     for f in features:
         column = decoded.column(decoded.schema.get_field_index(f.name)).to_pylist()
-        for got, want in zip(column, [row[f.name] for row in expected]):
+        for got, want in zip(column, [row[f.name] for row in expected], strict=True):
             if want is None:
                 assert got is None
             else:
@@ -565,6 +757,7 @@ def test_tfx_bsl_decoder_gives_back_nulls_and_empty_lists(generated):
 
 # --- 4. errors -----------------------------------------------------------------------------------
 
+
 def _encode(arrays: dict) -> list:
     batch = pa.RecordBatch.from_arrays(list(arrays.values()), list(arrays))
     return encode(batch, features_of(batch.schema)).records()
@@ -573,31 +766,51 @@ def _encode(arrays: dict) -> list:
 def test_uint64_above_int64_max_is_a_conversion_error():
     assert len(_encode({"u": pa.array([0, INT64_MAX, None], pa.uint64())})) == 3
     with pytest.raises(ConversionError, match="'big'"):
-        _encode({"ok": pa.array([1, 2]), "big": pa.array([1, 2 ** 63], pa.uint64())})
+        _encode({"ok": pa.array([1, 2]), "big": pa.array([1, 2**63], pa.uint64())})
     with pytest.raises(ConversionError, match="'big_list'"):
-        _encode({"big_list": pa.array([[2 ** 64 - 1]], pa.list_(pa.uint64()))})
+        _encode({"big_list": pa.array([[2**64 - 1]], pa.list_(pa.uint64()))})
 
 
-@pytest.mark.parametrize("array", [
-    pa.array([[1, None]], pa.list_(pa.int64())),
-    pa.array([["a", None]], pa.large_list(pa.string())),
-    pa.array([[1.0, None]], pa.list_(pa.float64(), 2)),
-    pa.array([[[1], None]], pa.list_(pa.list_(pa.int64()))),
-    pa.array([[{"a": 1, "b": "x"}, None]], pa.list_(pa.struct([("a", pa.int64()), ("b", pa.string())]))),
-    pa.array([[{"a": None, "b": "x"}]], pa.list_(pa.struct([("a", pa.int64()), ("b", pa.string())]))),
-], ids=["list", "large_list", "fixed_size_list", "nested", "list_of_null_struct", "null_in_struct"])
+@pytest.mark.parametrize(
+    "array",
+    [
+        pa.array([[1, None]], pa.list_(pa.int64())),
+        pa.array([["a", None]], pa.large_list(pa.string())),
+        pa.array([[1.0, None]], pa.list_(pa.float64(), 2)),
+        pa.array([[[1], None]], pa.list_(pa.list_(pa.int64()))),
+        pa.array(
+            [[{"a": 1, "b": "x"}, None]],
+            pa.list_(pa.struct([("a", pa.int64()), ("b", pa.string())])),
+        ),
+        pa.array(
+            [[{"a": None, "b": "x"}]], pa.list_(pa.struct([("a", pa.int64()), ("b", pa.string())]))
+        ),
+    ],
+    ids=[
+        "list",
+        "large_list",
+        "fixed_size_list",
+        "nested",
+        "list_of_null_struct",
+        "null_in_struct",
+    ],
+)
 def test_null_inside_a_list_is_a_conversion_error_naming_the_column(array):
     with pytest.raises(ConversionError, match="'the_column'"):
         _encode({"fine": pa.array([1]), "the_column": array})
 
 
-@pytest.mark.parametrize("arrow_type", [
-    pa.map_(pa.string(), pa.int64()),
-    pa.list_(pa.map_(pa.string(), pa.int64())),
-    pa.struct([("m", pa.map_(pa.int64(), pa.int64()))]),
-    pa.dense_union([pa.field("i", pa.int64()), pa.field("s", pa.string())]),
-    pa.sparse_union([pa.field("i", pa.int64())]),
-], ids=["map", "list_of_map", "struct_of_map", "dense_union", "sparse_union"])
+@pytest.mark.parametrize(
+    "arrow_type",
+    [
+        pa.map_(pa.string(), pa.int64()),
+        pa.list_(pa.map_(pa.string(), pa.int64())),
+        pa.struct([("m", pa.map_(pa.int64(), pa.int64()))]),
+        pa.dense_union([pa.field("i", pa.int64()), pa.field("s", pa.string())]),
+        pa.sparse_union([pa.field("i", pa.int64())]),
+    ],
+    ids=["map", "list_of_map", "struct_of_map", "dense_union", "sparse_union"],
+)
 def test_map_and_union_columns_are_unsupported_naming_the_column(arrow_type):
     schema = pa.schema([("fine", pa.int64()), ("the_column", arrow_type)])
     with pytest.raises(UnsupportedColumnError, match="'the_column'"):
@@ -605,6 +818,7 @@ def test_map_and_union_columns_are_unsupported_naming_the_column(arrow_type):
 
 
 # --- 5. TFRecord framing -------------------------------------------------------------------------
+
 
 @settings(max_examples=examples(15), **SETTINGS)
 @given(batches())
@@ -620,11 +834,14 @@ def test_framed_buffer_is_a_tfrecord_file_of_the_unframed_records(tmp_path_facto
 
 
 def test_framing_of_a_large_batch_and_its_fingerprints(tmp_path):
-    batch = pa.RecordBatch.from_arrays([
-        pa.array(np.arange(5000, dtype=np.int64)),
-        pa.array([("x" * (i % 300)) for i in range(5000)]),
-        pa.array([list(range(i % 50)) for i in range(5000)], pa.list_(pa.int32())),
-    ], ["i", "s", "l"])
+    batch = pa.RecordBatch.from_arrays(
+        [
+            pa.array(np.arange(5000, dtype=np.int64)),
+            pa.array([("x" * (i % 300)) for i in range(5000)]),
+            pa.array([list(range(i % 50)) for i in range(5000)], pa.list_(pa.int32())),
+        ],
+        ["i", "s", "l"],
+    )
     features = features_of(batch.schema)
     unframed, framed = encode(batch, features), encode(batch, features, framed=True)
     assert np.array_equal(unframed.fingerprints(), framed.fingerprints())
@@ -636,39 +853,57 @@ def test_framing_of_a_large_batch_and_its_fingerprints(tmp_path):
 
 # --- 6. kernels: CRC32C, fingerprints, null slots ------------------------------------------------
 
+
 def test_crc32c_kernels_match_the_standard_check_value_and_each_other():
     from tfx_tabular.io import encoding
+
     check = np.frombuffer(b"123456789", np.uint8)  # CRC32C("123456789") = 0xE3069283 (RFC 3720)
     data = np.random.default_rng(7).integers(0, 256, 5000).astype(np.uint8)
     kernels = [encoding._crc32c_table] + ([encoding._crc32c_sse42] if encoding._HAS_SSE42 else [])
     for kernel in kernels:
         assert kernel(check, 0, 9, encoding._CRC_TABLES) == 0xE3069283
         for start, end in [(0, 5000), (3, 4999), (5, 5), (1, 8), (7, 23)]:
-            assert (kernel(data, start, end, encoding._CRC_TABLES)
-                    == encoding._crc32c_table(data, start, end, encoding._CRC_TABLES))
+            assert kernel(data, start, end, encoding._CRC_TABLES) == encoding._crc32c_table(
+                data, start, end, encoding._CRC_TABLES
+            )
 
 
 def test_fingerprints_are_stable_across_versions():
     """Hash splits put a row where its fingerprint says: changing the hash moves rows between
     splits, so these values (from the first release) must not change."""
     from tfx_tabular.io.encoding import fingerprints
+
     buf = np.frombuffer(b"a tf.Example record, 8-byte words and a tail!", np.uint8)
     assert fingerprints(buf, np.array([0, 45, 45]), 0, 0).tolist() == [
-        10918353563886088970, 17665956581633026203]
+        10918353563886088970,
+        17665956581633026203,
+    ]
     assert fingerprints(buf, np.array([0, 20]), 3, 2).tolist() == [12318048777212289143]
 
 
 def test_null_slots_with_leftover_values_are_written_as_nulls():
     """Arrow lets a null slot keep bytes or a value under it; the serializer must skip it."""
-    strings = pa.Array.from_buffers(pa.string(), 3, [
-        pa.py_buffer(np.packbits([1, 0, 1], bitorder="little").tobytes()),
-        pa.py_buffer(np.array([0, 2, 6, 8], np.int32).tobytes()), pa.py_buffer(b"abLEFTcd")])
-    ints = pa.Array.from_buffers(pa.int64(), 3, [
-        pa.py_buffer(np.packbits([0, 1, 1], bitorder="little").tobytes()),
-        pa.py_buffer(np.array([99, 5, 0], np.int64).tobytes())])
+    strings = pa.Array.from_buffers(
+        pa.string(),
+        3,
+        [
+            pa.py_buffer(np.packbits([1, 0, 1], bitorder="little").tobytes()),
+            pa.py_buffer(np.array([0, 2, 6, 8], np.int32).tobytes()),
+            pa.py_buffer(b"abLEFTcd"),
+        ],
+    )
+    ints = pa.Array.from_buffers(
+        pa.int64(),
+        3,
+        [
+            pa.py_buffer(np.packbits([0, 1, 1], bitorder="little").tobytes()),
+            pa.py_buffer(np.array([99, 5, 0], np.int64).tobytes()),
+        ],
+    )
     long_name = "n" * 200  # a map entry longer than one varint byte
-    batch = pa.RecordBatch.from_arrays([strings, ints, pa.array([None, 1.5, None])],
-                                       ["s", "i", long_name])
+    batch = pa.RecordBatch.from_arrays(
+        [strings, ints, pa.array([None, 1.5, None])], ["s", "i", long_name]
+    )
     rows = [parsed(r) for r in encode(batch, features_of(batch.schema)).records()]
     assert [row["s"] for row in rows] == [_canon((BYTES, [b"ab"])), None, _canon((BYTES, [b"cd"]))]
     assert [row["i"] for row in rows] == [None, _canon((INT, [5])), _canon((INT, [0]))]

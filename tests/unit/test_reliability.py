@@ -69,6 +69,7 @@ The matrix: case → behaviour → test (`module::test` when another module cove
   test_curated_overlay_wins_and_unknown_features_fail (features, wrong type); in tensor
   representations → test_overlay_tensor_representations_of_unknown_features_fail
 """
+
 import datetime
 import decimal
 import math
@@ -79,12 +80,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from test_convert import assert_published, features, read_split, run
-from tfx_tabular.io import plan
-from tfx_tabular.io import parquet
-from tfx_tabular.io.plan import OutputOptions, Splits, splits_by_partition
+
+from tfx_tabular.io import parquet, plan
 from tfx_tabular.io.parquet import InputError, open_dataset
+from tfx_tabular.io.plan import OutputOptions, Splits, splits_by_partition
 
 tf = pytest.importorskip("tensorflow")
 from tensorflow.core.example import example_pb2  # noqa: E402
@@ -94,7 +94,7 @@ from tfx_tabular.schemas.infer import SchemaError, infer_schema, overlay  # noqa
 from tfx_tabular.schemas.parsing import feature_spec  # noqa: E402
 
 ONE_SPLIT = Splits(buckets=(("all", 1),))
-INT64_MAX = 2 ** 63 - 1
+INT64_MAX = 2**63 - 1
 
 
 def write(path, table: pa.Table, **kwargs) -> None:
@@ -139,10 +139,12 @@ def f32(value) -> float:
 def same_floats(got, want) -> bool:
     return len(got) == len(want) and all(
         (math.isnan(g) and math.isnan(w)) or (g == w and math.copysign(1, g) == math.copysign(1, w))
-        for g, w in zip(got, want))
+        for g, w in zip(got, want, strict=True)
+    )
 
 
 # --- empty input ------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("layout", ["missing", "empty", "only_ignored_files", "a_file"])
 def test_no_input_is_an_input_error_naming_it(tmp_path, layout):
@@ -165,20 +167,25 @@ def test_a_split_pattern_matching_no_file_is_an_input_error(tmp_path):
     for day in (1, 2):
         write(tmp_path / "in" / f"day={day}" / "part.parquet", pa.table({"id": [day]}))
     with pytest.raises(InputError, match=r"eval: 'day=9\*'"):
-        plan.plan_conversion(str(tmp_path / "in"),
-                                   patterns={"train": "day=[12]", "eval": "day=9*"})
-    _, splits = plan.plan_conversion(str(tmp_path / "in"),
-                                           patterns={"train": "day=1", "eval": "day=2"})
+        plan.plan_conversion(str(tmp_path / "in"), patterns={"train": "day=[12]", "eval": "day=9*"})
+    _, splits = plan.plan_conversion(
+        str(tmp_path / "in"), patterns={"train": "day=1", "eval": "day=2"}
+    )
     assert sorted(splits.names) == ["eval", "train"]
 
 
 # --- zero-row files ---------------------------------------------------------------------------
 
+
 def _typed(rows: int, first_id: int = 0) -> pa.Table:
     ids = list(range(first_id, first_id + rows))
-    return pa.table({"id": pa.array(ids, pa.int64()),
-                     "s": pa.array([f"s{i}" if i % 2 else None for i in ids], pa.string()),
-                     "tags": pa.array([list(range(i % 3)) for i in ids], pa.list_(pa.int64()))})
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "s": pa.array([f"s{i}" if i % 2 else None for i in ids], pa.string()),
+            "tags": pa.array([list(range(i % 3)) for i in ids], pa.list_(pa.int64())),
+        }
+    )
 
 
 def test_zero_row_files_alone_are_an_input_error(tmp_path):
@@ -186,15 +193,19 @@ def test_zero_row_files_alone_are_an_input_error(tmp_path):
     write(tmp_path / "in" / "day=2" / "b.parquet", _typed(0))
     dataset = open_dataset(str(tmp_path / "in"))  # the footers are fine: the schema is known
     assert dataset.num_rows == 0 and dataset.schema.names == ["id", "s", "tags", "day"]
-    message = assert_fails_unpublished(dataset, tmp_path / "out", "day=1/a.parquet",
-                                       "day=2/b.parquet")
+    message = assert_fails_unpublished(
+        dataset, tmp_path / "out", "day=1/a.parquet", "day=2/b.parquet"
+    )
     assert "0 rows" in message
     # The same when the files a split configuration selects hold no rows.
     write(tmp_path / "in" / "day=3" / "c.parquet", _typed(4))
     dataset = open_dataset(str(tmp_path / "in"))
     with pytest.raises(InputError, match="0 rows"):
-        run(dataset, tmp_path / "out",
-            Splits(file_splits={"day=1/a.parquet": "x", "day=2/b.parquet": "x"}))
+        run(
+            dataset,
+            tmp_path / "out",
+            Splits(file_splits={"day=1/a.parquet": "x", "day=2/b.parquet": "x"}),
+        )
     assert_nothing_published(tmp_path / "out")
 
 
@@ -203,8 +214,10 @@ def test_zero_row_files_among_others_convert_losslessly(tmp_path):
     write(base / "day=1" / "a.parquet", _typed(5, 0))
     write(base / "day=1" / "b-empty.parquet", _typed(0))
     # What pandas writes for an empty frame: object columns become null-typed, a column is absent.
-    write(base / "day=2" / "c-empty.parquet",
-          pa.table({"id": pa.array([], pa.int64()), "s": pa.array([], pa.null())}))
+    write(
+        base / "day=2" / "c-empty.parquet",
+        pa.table({"id": pa.array([], pa.int64()), "s": pa.array([], pa.null())}),
+    )
     write(base / "day=3" / "d.parquet", _typed(3, 5))
     dataset = open_dataset(str(base))
     assert dataset.schema.field("s").type == pa.string()
@@ -212,8 +225,12 @@ def test_zero_row_files_among_others_convert_losslessly(tmp_path):
     rows = convert_all(base, tmp_path / "out")
     assert sorted(rows) == list(range(8))
     for i, row in rows.items():
-        assert row == {"id": [i], "s": [f"s{i}".encode()] if i % 2 else None,
-                       "tags": list(range(i % 3)), "day": [1 if i < 5 else 3]}
+        assert row == {
+            "id": [i],
+            "s": [f"s{i}".encode()] if i % 2 else None,
+            "tags": list(range(i % 3)),
+            "day": [1 if i < 5 else 3],
+        }
 
 
 # --- schema drift -----------------------------------------------------------------------------
@@ -221,12 +238,18 @@ def test_zero_row_files_among_others_convert_losslessly(tmp_path):
 DRIFT = {
     "bool_then_int": (pa.array([True, False]), pa.array([5, 0])),
     "int_then_float": (pa.array([1, 2]), pa.array([1.5, 2.5])),
-    "timestamp_ms_then_us": (pa.array([1, 2], pa.timestamp("ms")),
-                             pa.array([1, 2], pa.timestamp("us"))),
-    "time_then_timestamp": (pa.array([1, 2], pa.time32("ms")),
-                            pa.array([1, 2], pa.timestamp("ms"))),
-    "decimal_then_float": (pa.array([decimal.Decimal("1.50"), None], pa.decimal128(5, 2)),
-                           pa.array([1.5, 2.0])),
+    "timestamp_ms_then_us": (
+        pa.array([1, 2], pa.timestamp("ms")),
+        pa.array([1, 2], pa.timestamp("us")),
+    ),
+    "time_then_timestamp": (
+        pa.array([1, 2], pa.time32("ms")),
+        pa.array([1, 2], pa.timestamp("ms")),
+    ),
+    "decimal_then_float": (
+        pa.array([decimal.Decimal("1.50"), None], pa.decimal128(5, 2)),
+        pa.array([1.5, 2.0]),
+    ),
     "scalar_then_list": (pa.array(["a", "b"]), pa.array([["a"], []])),
 }
 
@@ -264,15 +287,19 @@ MANY_TYPES = {
     "f64": (pa.float64(), [0.5, -1.0]),
     "text": (pa.string(), ["x", ""]),
     "dict": (pa.dictionary(pa.int32(), pa.string()), ["a", "b"]),
-    "ts": (pa.timestamp("ms", tz="UTC"), [datetime.datetime(2024, 1, 1, tzinfo=UTC),
-                                          datetime.datetime(1969, 12, 31, tzinfo=UTC)]),
+    "ts": (
+        pa.timestamp("ms", tz="UTC"),
+        [datetime.datetime(2024, 1, 1, tzinfo=UTC), datetime.datetime(1969, 12, 31, tzinfo=UTC)],
+    ),
     "dec": (pa.decimal128(5, 2), [decimal.Decimal("1.25"), decimal.Decimal("-0.50")]),
     "fsb": (pa.binary(2), [b"ab", b"\x00\xff"]),
     "ints": (pa.list_(pa.int64()), [[1, 2], []]),
     "fsl": (pa.list_(pa.float32(), 2), [[1, 2], [3, 4]]),
     "nested": (pa.list_(pa.list_(pa.string())), [[["a"], []], []]),
-    "st": (pa.struct([("x", pa.int64()), ("y", pa.string())]), [{"x": 1, "y": "a"},
-                                                                 {"x": None, "y": "b"}]),
+    "st": (
+        pa.struct([("x", pa.int64()), ("y", pa.string())]),
+        [{"x": 1, "y": "a"}, {"x": None, "y": "b"}],
+    ),
     "lst": (pa.list_(pa.struct([("z", pa.float32())])), [[{"z": 1.0}], []]),
 }
 
@@ -280,8 +307,11 @@ MANY_TYPES = {
 def _many_types_table(first_id: int) -> pa.Table:
     arrays = {"id": pa.array([first_id, first_id + 1])}
     for name, (arrow_type, values) in MANY_TYPES.items():
-        arrays[name] = (pa.array(values).dictionary_encode() if pa.types.is_dictionary(arrow_type)
-                        else pa.array(values, arrow_type))
+        arrays[name] = (
+            pa.array(values).dictionary_encode()
+            if pa.types.is_dictionary(arrow_type)
+            else pa.array(values, arrow_type)
+        )
     return pa.table(arrays)
 
 
@@ -313,6 +343,7 @@ def test_columns_added_and_removed_are_null_where_missing(tmp_path):
 
 # --- unsupported types ------------------------------------------------------------------------
 
+
 class _Money(pa.ExtensionType):
     """An extension type (cents, over int64) registered by this test only."""
 
@@ -339,8 +370,9 @@ def money_type():
 def _unsupported(kind: str, money: pa.DataType) -> pa.Array:
     cents = pa.ExtensionArray.from_storage(money, pa.array([150, 299]))
     return {
-        "map_in_struct": pa.array([{"m": [("k", 1)]}, {"m": []}],
-                                  pa.struct([("m", pa.map_(pa.string(), pa.int64()))])),
+        "map_in_struct": pa.array(
+            [{"m": [("k", 1)]}, {"m": []}], pa.struct([("m", pa.map_(pa.string(), pa.int64()))])
+        ),
         "list_of_map": pa.array([[[("k", 1)]], []], pa.list_(pa.map_(pa.string(), pa.int64()))),
         "extension": cents,
         "extension_in_list": pa.ListArray.from_arrays(pa.array([0, 1, 2], pa.int32()), cents),
@@ -350,8 +382,10 @@ def _unsupported(kind: str, money: pa.DataType) -> pa.Array:
 @pytest.mark.parametrize("kind", ["map_in_struct", "list_of_map", "extension", "extension_in_list"])
 def test_unsupported_types_are_input_errors_naming_file_and_column(tmp_path, money_type, kind):
     write(tmp_path / "in" / "fine.parquet", pa.table({"id": [0, 1]}))
-    write(tmp_path / "in" / "odd.parquet", pa.table({"id": [2, 3],
-                                                     "price": _unsupported(kind, money_type)}))
+    write(
+        tmp_path / "in" / "odd.parquet",
+        pa.table({"id": [2, 3], "price": _unsupported(kind, money_type)}),
+    )
     with pytest.raises(InputError) as error:
         open_dataset(str(tmp_path / "in"))
     assert "odd.parquet" in str(error.value) and "'price'" in str(error.value), str(error.value)
@@ -361,13 +395,15 @@ def test_unsupported_types_are_input_errors_naming_file_and_column(tmp_path, mon
 
 
 def test_union_columns_cannot_come_from_parquet(tmp_path):
-    union = pa.UnionArray.from_sparse(pa.array([0, 1], pa.int8()),
-                                      [pa.array([1, 2]), pa.array(["a", "b"])])
+    union = pa.UnionArray.from_sparse(
+        pa.array([0, 1], pa.int8()), [pa.array([1, 2]), pa.array(["a", "b"])]
+    )
     with pytest.raises(pa.ArrowNotImplementedError):
         pq.write_table(pa.table({"u": union}), str(tmp_path / "u.parquet"))
 
 
 # --- partitions -------------------------------------------------------------------------------
+
 
 def test_partition_key_that_is_also_a_column_is_an_input_error(tmp_path):
     write(tmp_path / "in" / "day=1" / "a.parquet", pa.table({"id": [1], "day": [1]}))
@@ -407,21 +443,34 @@ def test_partition_types_override_and_refuse_what_does_not_fit(tmp_path):
         write(tmp_path / "in" / f"k={value}" / "part.parquet", pa.table({"id": [i]}))
     with pytest.raises(InputError, match="'abc'"):
         open_dataset(str(tmp_path / "in"), partition_types={"k": "int"})
-    assert open_dataset(str(tmp_path / "in"), partition_types={"k": "string"}).schema.field(
-        "k").type == pa.string()
+    assert (
+        open_dataset(str(tmp_path / "in"), partition_types={"k": "string"}).schema.field("k").type
+        == pa.string()
+    )
 
 
 def _tree(root) -> set:
-    return {os.path.relpath(os.path.join(d, n), root)
-            for d, dirs, files in os.walk(root) for n in dirs + files}
+    return {
+        os.path.relpath(os.path.join(d, n), root)
+        for d, dirs, files in os.walk(root)
+        for n in dirs + files
+    }
 
 
 def test_partition_path_tricks_are_plain_values(tmp_path):
     """Folder names are hive-decoded into values and never used as paths: `k=..` is the value
     "..", `k=a%2Fb` the value "a/b" (Hive escapes "/" so), and splits are named by the user."""
-    folders = {"k=..": "..", "k=a%2Fb": "a/b", "k=a%20b": "a b", "k=%2E%2E%2F%2E%2E": "../..",
-               "k=a+b": "a+b", "k=": "", "k=%25": "%", "k=caf%C3%A9": "café",
-               "k=%2Fetc%2Fpasswd": "/etc/passwd"}
+    folders = {
+        "k=..": "..",
+        "k=a%2Fb": "a/b",
+        "k=a%20b": "a b",
+        "k=%2E%2E%2F%2E%2E": "../..",
+        "k=a+b": "a+b",
+        "k=": "",
+        "k=%25": "%",
+        "k=caf%C3%A9": "café",
+        "k=%2Fetc%2Fpasswd": "/etc/passwd",
+    }
     for i, folder in enumerate(folders):
         write(tmp_path / "in" / folder / "part.parquet", pa.table({"id": [i]}))
     before = _tree(tmp_path)
@@ -465,36 +514,58 @@ def _unvalidated_strings(values: list) -> pa.Array:
     data = [v or b"" for v in values]
     offsets = np.cumsum([0] + [len(v) for v in data]).astype(np.int32)
     validity = pa.array([v is not None for v in values]).buffers()[1]
-    return pa.Array.from_buffers(pa.string(), len(values), [
-        validity, pa.py_buffer(offsets.tobytes()), pa.py_buffer(b"".join(data))])
+    return pa.Array.from_buffers(
+        pa.string(),
+        len(values),
+        [validity, pa.py_buffer(offsets.tobytes()), pa.py_buffer(b"".join(data))],
+    )
 
 
 def test_non_utf8_bytes_round_trip(tmp_path):
     n = len(NOT_UTF8)
-    write(tmp_path / "in" / "part.parquet", pa.table({
-        "id": range(n),
-        "bin": pa.array(NOT_UTF8, pa.binary()),
-        "str": _unvalidated_strings(NOT_UTF8),
-        "bins": pa.array([[v] if v is not None else [] for v in NOT_UTF8], pa.list_(pa.binary())),
-        "dict": pa.array(NOT_UTF8, pa.binary()).dictionary_encode(),
-    }))
+    write(
+        tmp_path / "in" / "part.parquet",
+        pa.table(
+            {
+                "id": range(n),
+                "bin": pa.array(NOT_UTF8, pa.binary()),
+                "str": _unvalidated_strings(NOT_UTF8),
+                "bins": pa.array(
+                    [[v] if v is not None else [] for v in NOT_UTF8], pa.list_(pa.binary())
+                ),
+                "dict": pa.array(NOT_UTF8, pa.binary()).dictionary_encode(),
+            }
+        ),
+    )
     rows = convert_all(tmp_path / "in", tmp_path / "out")
     for i, value in enumerate(NOT_UTF8):
         scalar = None if value is None else [value]
-        assert rows[i] == {"id": [i], "bin": scalar, "str": scalar, "dict": scalar,
-                           "bins": [] if value is None else [value]}
+        assert rows[i] == {
+            "id": [i],
+            "bin": scalar,
+            "str": scalar,
+            "dict": scalar,
+            "bins": [] if value is None else [value],
+        }
 
 
 def test_nan_and_infinities_round_trip(tmp_path):
     nan, inf = float("nan"), float("inf")
     f64 = [nan, inf, -inf, -0.0, 1e300, -1e300, 5e-324, None]
-    write(tmp_path / "in" / "part.parquet", pa.table({
-        "id": range(len(f64)),
-        "f64": pa.array(f64, pa.float64()),
-        "f32": pa.array(f64[:4] + [3.5, -3.5, 0.0, None], pa.float32()),
-        "floats": pa.array([[nan, inf], [], [-inf, -0.0], None, [1e300], [], [nan], [0.0]],
-                           pa.list_(pa.float64())),
-    }))
+    write(
+        tmp_path / "in" / "part.parquet",
+        pa.table(
+            {
+                "id": range(len(f64)),
+                "f64": pa.array(f64, pa.float64()),
+                "f32": pa.array(f64[:4] + [3.5, -3.5, 0.0, None], pa.float32()),
+                "floats": pa.array(
+                    [[nan, inf], [], [-inf, -0.0], None, [1e300], [], [nan], [0.0]],
+                    pa.list_(pa.float64()),
+                ),
+            }
+        ),
+    )
     out = tmp_path / "out"
     rows = convert_all(tmp_path / "in", out)
     # float64 keeps float32's precision and range: 1e300 → inf, 5e-324 → 0.0 (documented).
@@ -524,14 +595,22 @@ def test_nan_and_infinities_round_trip(tmp_path):
 def test_time_of_day_and_duration_columns_round_trip(tmp_path):
     """Found while testing drift: every Parquet file with a time32/time64 column failed with a bare
     AttributeError (pyarrow 10's time types have no `.unit`)."""
-    write(tmp_path / "in" / "part.parquet", pa.table({
-        "id": range(3),
-        "t_s": pa.array([0, 59, None], pa.time32("s")),  # Parquet has no seconds: stored as ms
-        "t_ms": pa.array([0, 86_399_999, None], pa.time32("ms")),
-        "t_ns": pa.array([1, None, 86_399_999_999_999], pa.time64("ns")),
-        "d_us": pa.array([-5, 0, None], pa.duration("us")),
-        "t_list": pa.array([[1, 2], [], None], pa.list_(pa.time64("us"))),
-    }), version="2.6")
+    write(
+        tmp_path / "in" / "part.parquet",
+        pa.table(
+            {
+                "id": range(3),
+                "t_s": pa.array(
+                    [0, 59, None], pa.time32("s")
+                ),  # Parquet has no seconds: stored as ms
+                "t_ms": pa.array([0, 86_399_999, None], pa.time32("ms")),
+                "t_ns": pa.array([1, None, 86_399_999_999_999], pa.time64("ns")),
+                "d_us": pa.array([-5, 0, None], pa.duration("us")),
+                "t_list": pa.array([[1, 2], [], None], pa.list_(pa.time64("us"))),
+            }
+        ),
+        version="2.6",
+    )
     out = tmp_path / "out"
     rows = convert_all(tmp_path / "in", out)
     assert [rows[i]["t_s"] for i in range(3)] == [[0], [59_000], None]
@@ -548,8 +627,10 @@ def test_time_of_day_and_duration_columns_round_trip(tmp_path):
 
 def test_uint64_above_int64_max_fails_naming_file_and_column(tmp_path):
     write(tmp_path / "in" / "small.parquet", pa.table({"id": [1], "u": pa.array([5], pa.uint64())}))
-    write(tmp_path / "in" / "big.parquet",
-          pa.table({"id": [2, 3], "u": pa.array([INT64_MAX, INT64_MAX + 2], pa.uint64())}))
+    write(
+        tmp_path / "in" / "big.parquet",
+        pa.table({"id": [2, 3], "u": pa.array([INT64_MAX, INT64_MAX + 2], pa.uint64())}),
+    )
     dataset = open_dataset(str(tmp_path / "in"))
     assert_fails_unpublished(dataset, tmp_path / "out", "big.parquet", "'u'", str(INT64_MAX + 2))
     # Schema inference from the same footers: a SchemaError, not protobuf's bare ValueError.
@@ -557,20 +638,35 @@ def test_uint64_above_int64_max_fails_naming_file_and_column(tmp_path):
         infer_schema(dataset.source_metadata())
     # At the int64 maximum it converts exactly.
     os.remove(tmp_path / "in" / "big.parquet")
-    write(tmp_path / "in" / "max.parquet",
-          pa.table({"id": [2], "u": pa.array([INT64_MAX], pa.uint64())}))
+    write(
+        tmp_path / "in" / "max.parquet",
+        pa.table({"id": [2], "u": pa.array([INT64_MAX], pa.uint64())}),
+    )
     rows = convert_all(tmp_path / "in", tmp_path / "out2")
     assert rows[2]["u"] == [INT64_MAX] and rows[1]["u"] == [5]
 
 
 # Every type of the README's table, for all-null columns (decimal128 and timestamps included).
 ALL_NULL_TYPES = {
-    "bool": pa.bool_(), "i8": pa.int8(), "u64": pa.uint64(), "f32": pa.float32(),
-    "f64": pa.float64(), "dec": pa.decimal128(7, 2), "d32": pa.date32(), "d64": pa.date64(),
-    "ts": pa.timestamp("us", tz="UTC"), "t64": pa.time64("us"), "dur": pa.duration("ms"),
-    "str": pa.string(), "lstr": pa.large_string(), "bin": pa.binary(), "fsb": pa.binary(4),
-    "dict": pa.dictionary(pa.int32(), pa.string()), "null": pa.null(),
-    "list": pa.list_(pa.int64()), "large_list": pa.large_list(pa.string()),
+    "bool": pa.bool_(),
+    "i8": pa.int8(),
+    "u64": pa.uint64(),
+    "f32": pa.float32(),
+    "f64": pa.float64(),
+    "dec": pa.decimal128(7, 2),
+    "d32": pa.date32(),
+    "d64": pa.date64(),
+    "ts": pa.timestamp("us", tz="UTC"),
+    "t64": pa.time64("us"),
+    "dur": pa.duration("ms"),
+    "str": pa.string(),
+    "lstr": pa.large_string(),
+    "bin": pa.binary(),
+    "fsb": pa.binary(4),
+    "dict": pa.dictionary(pa.int32(), pa.string()),
+    "null": pa.null(),
+    "list": pa.list_(pa.int64()),
+    "large_list": pa.large_list(pa.string()),
     "nested": pa.list_(pa.list_(pa.list_(pa.int64()))),
     "st": pa.struct([("x", pa.int64()), ("y", pa.string())]),
     "list_of_struct": pa.list_(pa.struct([("z", pa.float64())])),
@@ -580,14 +676,17 @@ FLAT = {name for name, t in ALL_NULL_TYPES.items() if not pa.types.is_nested(t)}
 
 def test_all_null_columns_of_every_type(tmp_path):
     n = 5
-    write(tmp_path / "in" / "part.parquet", pa.table(
-        {"id": range(n), **{name: pa.nulls(n, t) for name, t in ALL_NULL_TYPES.items()}}))
+    write(
+        tmp_path / "in" / "part.parquet",
+        pa.table({"id": range(n), **{name: pa.nulls(n, t) for name, t in ALL_NULL_TYPES.items()}}),
+    )
     out = tmp_path / "out"
     rows = convert_all(tmp_path / "in", out)
     for i in range(n):
         assert rows[i]["id"] == [i]
         assert {k: v for k, v in rows[i].items() if k != "id"} == dict.fromkeys(
-            set(rows[i]) - {"id"}), rows[i]  # no kind: absent, never 0 / "" / []
+            set(rows[i]) - {"id"}
+        ), rows[i]  # no kind: absent, never 0 / "" / []
     assert {"st.x", "st.y", "list_of_struct.z", "nested.row_lengths_2"} <= set(rows[0])
 
     schema = infer_schema(parquet.read_source_metadata(str(out)))
@@ -607,13 +706,15 @@ def test_all_null_columns_of_every_type(tmp_path):
 
 
 def test_all_null_fixed_size_list_from_parquet_fails_naming_the_file(tmp_path):
-    """pyarrow 10 writes an all-null fixed_size_list column to Parquet but cannot read it back
+    """Pyarrow 10 writes an all-null fixed_size_list column to Parquet but cannot read it back
     ("Expected all lists to be of size=3"), and refuses to write one with some nulls at all: a
     clear error naming the file, nothing published. (The encoder itself handles them:
     test_encoding::test_all_null_list_columns_encode.)"""
     write(tmp_path / "in" / "fine.parquet", pa.table({"id": [0, 1]}))
-    write(tmp_path / "in" / "vectors.parquet",
-          pa.table({"id": [2, 3], "v": pa.nulls(2, pa.list_(pa.float32(), 3))}))
+    write(
+        tmp_path / "in" / "vectors.parquet",
+        pa.table({"id": [2, 3], "v": pa.nulls(2, pa.list_(pa.float32(), 3))}),
+    )
     dataset = open_dataset(str(tmp_path / "in"))
     assert_fails_unpublished(dataset, tmp_path / "out", "vectors.parquet")
 
@@ -638,8 +739,10 @@ def test_very_wide_rows_convert_losslessly(tmp_path):
     out = tmp_path / "out"
     result = run(open_dataset(str(tmp_path / "in")), out, ONE_SPLIT)
     assert result.rows == {"all": n}
-    examples = [example_pb2.Example.FromString(record).features.feature
-                for record in read_split(str(out), "all")]
+    examples = [
+        example_pb2.Example.FromString(record).features.feature
+        for record in read_split(str(out), "all")
+    ]
     assert sorted(e["id"].int64_list.value[0] for e in examples) == list(range(n))
     for example in examples:
         i = example["id"].int64_list.value[0]
@@ -682,8 +785,10 @@ def _levels(row, depth: int = 5):
 
 
 def test_five_level_lists_with_nulls_and_empties(tmp_path):
-    write(tmp_path / "in" / "part.parquet",
-          pa.table({"id": range(len(DEEP_ROWS)), "deep": pa.array(DEEP_ROWS, DEEP)}))
+    write(
+        tmp_path / "in" / "part.parquet",
+        pa.table({"id": range(len(DEEP_ROWS)), "deep": pa.array(DEEP_ROWS, DEEP)}),
+    )
     out = tmp_path / "out"
     rows = convert_all(tmp_path / "in", out)
     for i, source in enumerate(DEEP_ROWS):
@@ -697,7 +802,8 @@ def test_five_level_lists_with_nulls_and_empties(tmp_path):
     schema = infer_schema(parquet.read_source_metadata(str(out)))
     ragged = schema.tensor_representation_group[""].tensor_representation["deep"].ragged_tensor
     assert [p.row_length for p in ragged.partition] == [
-        f"deep.row_lengths_{k}" for k in range(1, 5)]
+        f"deep.row_lengths_{k}" for k in range(1, 5)
+    ]
     records = sorted(read_split(str(out), "all"), key=lambda r: features(r)["id"][0])
     parsed = tf.io.parse_example(tf.stack(records), feature_spec(schema))["deep"]
     assert parsed.ragged_rank == 5
@@ -705,15 +811,20 @@ def test_five_level_lists_with_nulls_and_empties(tmp_path):
 
 
 def test_a_null_inside_a_deep_list_fails_naming_file_and_column(tmp_path):
-    write(tmp_path / "in" / "good.parquet",
-          pa.table({"id": [0], "deep": pa.array([[[[[[1]]]]]], DEEP)}))
-    write(tmp_path / "in" / "holes.parquet",
-          pa.table({"id": [1], "deep": pa.array([[[[[[1]]], None]]], DEEP)}))
+    write(
+        tmp_path / "in" / "good.parquet",
+        pa.table({"id": [0], "deep": pa.array([[[[[[1]]]]]], DEEP)}),
+    )
+    write(
+        tmp_path / "in" / "holes.parquet",
+        pa.table({"id": [1], "deep": pa.array([[[[[[1]]], None]]], DEEP)}),
+    )
     dataset = open_dataset(str(tmp_path / "in"))
     assert_fails_unpublished(dataset, tmp_path / "out", "holes.parquet", "'deep'")
 
 
 # --- schema inference and overlays ------------------------------------------------------------
+
 
 def test_label_missing_from_some_files_is_not_treated_as_present(tmp_path):
     base = tmp_path / "in"
@@ -721,7 +832,10 @@ def test_label_missing_from_some_files_is_not_treated_as_present(tmp_path):
     write(base / "day=2" / "b.parquet", pa.table({"id": [3, 4]}))  # no label column at all
     out = tmp_path / "out"
     convert_all(base, out)
-    for summary in (parquet.read_source_metadata(str(out)), open_dataset(str(base)).source_metadata()):
+    for summary in (
+        parquet.read_source_metadata(str(out)),
+        open_dataset(str(base)).source_metadata(),
+    ):
         schema = infer_schema(summary, label="label")
         label = {f.name: f for f in schema.feature}["label"]
         # Not shape [1] (a FixedLenFeature would invent 0 for rows 3 and 4), not always present.
@@ -734,13 +848,15 @@ def test_label_missing_from_some_files_is_not_treated_as_present(tmp_path):
     assert parsed["label"].to_list() == [[0], [1], [1], [], []]
 
     # A label with no value in any row is no label.
-    write(tmp_path / "nulls" / "a.parquet",
-          pa.table({"id": [0, 1], "label": pa.nulls(2, pa.int64())}))
+    write(
+        tmp_path / "nulls" / "a.parquet", pa.table({"id": [0, 1], "label": pa.nulls(2, pa.int64())})
+    )
     with pytest.raises(SchemaError, match="'label'"):
         infer_schema(open_dataset(str(tmp_path / "nulls")).source_metadata(), label="label")
     # A label declared required in one file and missing from another.
-    required = pa.schema([pa.field("id", pa.int64()),
-                          pa.field("label", pa.int64(), nullable=False)])
+    required = pa.schema(
+        [pa.field("id", pa.int64()), pa.field("label", pa.int64(), nullable=False)]
+    )
     write(tmp_path / "strict" / "a.parquet", pa.table({"id": [0], "label": [1]}, schema=required))
     write(tmp_path / "strict" / "b.parquet", pa.table({"id": [1]}))
     with pytest.raises(InputError, match="'label'"):
@@ -748,8 +864,10 @@ def test_label_missing_from_some_files_is_not_treated_as_present(tmp_path):
 
 
 def test_overlay_tensor_representations_of_unknown_features_fail(tmp_path):
-    write(tmp_path / "in" / "part.parquet",
-          pa.table({"id": [0], "nested": pa.array([[[1]]], pa.list_(pa.list_(pa.int64())))}))
+    write(
+        tmp_path / "in" / "part.parquet",
+        pa.table({"id": [0], "nested": pa.array([[[1]]], pa.list_(pa.list_(pa.int64())))}),
+    )
     inferred = infer_schema(open_dataset(str(tmp_path / "in")).source_metadata())
     dense = schema_pb2.Schema()
     reps = dense.tensor_representation_group[""].tensor_representation
@@ -764,21 +882,29 @@ def test_overlay_tensor_representations_of_unknown_features_fail(tmp_path):
         overlay(inferred, ragged)
     # Representations of features the data has are added.
     good = schema_pb2.Schema()
-    good.tensor_representation_group["g"].tensor_representation["id"].dense_tensor.column_name = \
+    good.tensor_representation_group["g"].tensor_representation[
         "id"
-    assert overlay(inferred, good).tensor_representation_group["g"].tensor_representation[
-        "id"].dense_tensor.column_name == "id"
+    ].dense_tensor.column_name = "id"
+    assert (
+        overlay(inferred, good)
+        .tensor_representation_group["g"]
+        .tensor_representation["id"]
+        .dense_tensor.column_name
+        == "id"
+    )
 
 
 # --- names Parquet allows but tf.Example cannot hold twice --------------------------------------
+
 
 def test_duplicate_top_level_columns_fail_naming_file_and_column(tmp_path):
     """Arrow hands out either of two same-named columns: they converted silently with the wrong
     values (`a` held the label's). Now an InputError, also as the CLI's one-line error."""
     from tfx_tabular import cli
 
-    table = pa.Table.from_arrays([pa.array([1, 2]), pa.array([3, 4]), pa.array([0, 1])],
-                                 names=["a", "a", "label"])
+    table = pa.Table.from_arrays(
+        [pa.array([1, 2]), pa.array([3, 4]), pa.array([0, 1])], names=["a", "a", "label"]
+    )
     write(tmp_path / "in" / "part.parquet", table)
     with pytest.raises(InputError, match=r"part\.parquet: column 'a' appears 2 times"):
         open_dataset(str(tmp_path / "in"))
@@ -789,18 +915,24 @@ def test_duplicate_top_level_columns_fail_naming_file_and_column(tmp_path):
 def test_duplicate_struct_fields_are_an_input_error_naming_file_and_column(tmp_path):
     struct = pa.StructArray.from_arrays([pa.array([1, 2]), pa.array([3, 4])], names=["x", "x"])
     write(tmp_path / "in" / "part.parquet", pa.Table.from_arrays([struct], names=["st"]))
-    with pytest.raises(InputError, match=r"part\.parquet: column 'st' holds two struct fields "
-                                         r"that both make feature 'st\.x'"):
+    with pytest.raises(
+        InputError,
+        match=r"part\.parquet: column 'st' holds two struct fields "
+        r"that both make feature 'st\.x'",
+    ):
         open_dataset(str(tmp_path / "in"))
 
 
 # --- schema inference honours exclusions and samples the whole source ---------------------------
 
+
 def test_schema_of_examples_honours_exclude_columns(tmp_path):
     from tfx_tabular.schemas.source import schema_of
 
-    write(tmp_path / "in" / "part.parquet",
-          pa.table({"id": [1, 2, 3], "x": [0.5, 1.5, None], "label": [0, 1, 0]}))
+    write(
+        tmp_path / "in" / "part.parquet",
+        pa.table({"id": [1, 2, 3], "x": [0.5, 1.5, None], "label": [0, 1, 0]}),
+    )
     run(open_dataset(str(tmp_path / "in")), str(tmp_path / "out"), ONE_SPLIT, OutputOptions())
     inferred = schema_of(str(tmp_path / "out"), exclude_columns=["x"])
     assert inferred.from_examples
@@ -813,9 +945,11 @@ def test_statistics_sample_spans_every_row_group_of_every_file(tmp_path):
     from tfx_tabular.schemas.statistics import sample_parquet
 
     for i in range(2):  # 2 files × 4 row groups of 25 rows; ids 0..199
-        write(tmp_path / "in" / f"part-{i}.parquet",
-              pa.table({"id": np.arange(i * 100, i * 100 + 100, dtype=np.int64)}),
-              row_group_size=25)
+        write(
+            tmp_path / "in" / f"part-{i}.parquet",
+            pa.table({"id": np.arange(i * 100, i * 100 + 100, dtype=np.int64)}),
+            row_group_size=25,
+        )
     sample = str(tmp_path / "sample.tfrecord")
     assert sample_parquet(open_dataset(str(tmp_path / "in")), 16, sample) == 16
     ids = sorted(features(r)["id"][0] for r in tf.data.TFRecordDataset(sample).as_numpy_iterator())

@@ -1,6 +1,7 @@
 """Schema inference from footers and the parsing spec derived from it, over the whole type table:
 Parquet → ParquetExampleGen's conversion → inferred schema → tf.io.parse_example → the source.
 (float16 is not here: pyarrow 10 cannot write it to Parquet; the encoder tests cover it.)"""
+
 import datetime
 import decimal
 import glob
@@ -11,11 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import tensorflow as tf
+from conftest import IN_MEMORY_BEAM
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from conftest import IN_MEMORY_BEAM
-from tfx_tabular.io import convert, parquet, plan
 from tfx_tabular import feature_spec
+from tfx_tabular.io import convert, parquet, plan
 from tfx_tabular.schemas.infer import SchemaError, infer_schema, overlay
 
 UTC = datetime.timezone.utc
@@ -27,33 +28,66 @@ COLUMNS = {
     "u32": (pa.uint32(), [0, 4294967295, None, 1], [[0], [4294967295], [], [1]]),
     "u64": (pa.uint64(), [0, 2**63 - 1, None, 5], [[0], [2**63 - 1], [], [5]]),
     "i64_required": (pa.int64(), [0, -1, 2**62, 7], [[0], [-1], [2**62], [7]]),
-    "f64": (pa.float64(), [0.1, float("nan"), None, float("-inf")],
-            [[np.float32(0.1)], [math.nan], [], [-math.inf]]),
-    "dec": (pa.decimal128(7, 2), [decimal.Decimal("-1.25"), decimal.Decimal("0.00"), None,
-                                  decimal.Decimal("99999.99")], [[-1.25], [0.0], [], [99999.99]]),
-    "d32": (pa.date32(), [datetime.date(1970, 1, 2), datetime.date(1969, 12, 31), None,
-                          datetime.date(2024, 1, 1)], [[1], [-1], [], [19723]]),
-    "ts_ns": (pa.timestamp("ns", tz="Europe/Paris"),
-              [datetime.datetime(1970, 1, 1, 0, 0, 1, tzinfo=UTC), None,
-               datetime.datetime(2024, 1, 1, tzinfo=UTC), datetime.datetime(1970, 1, 1, tzinfo=UTC)],
-              [[10**9], [], [1704067200 * 10**9], [0]]),
+    "f64": (
+        pa.float64(),
+        [0.1, float("nan"), None, float("-inf")],
+        [[np.float32(0.1)], [math.nan], [], [-math.inf]],
+    ),
+    "dec": (
+        pa.decimal128(7, 2),
+        [decimal.Decimal("-1.25"), decimal.Decimal("0.00"), None, decimal.Decimal("99999.99")],
+        [[-1.25], [0.0], [], [99999.99]],
+    ),
+    "d32": (
+        pa.date32(),
+        [datetime.date(1970, 1, 2), datetime.date(1969, 12, 31), None, datetime.date(2024, 1, 1)],
+        [[1], [-1], [], [19723]],
+    ),
+    "ts_ns": (
+        pa.timestamp("ns", tz="Europe/Paris"),
+        [
+            datetime.datetime(1970, 1, 1, 0, 0, 1, tzinfo=UTC),
+            None,
+            datetime.datetime(2024, 1, 1, tzinfo=UTC),
+            datetime.datetime(1970, 1, 1, tzinfo=UTC),
+        ],
+        [[10**9], [], [1704067200 * 10**9], [0]],
+    ),
     # Parquet has no seconds unit: the file stores ms, and the feature is in ms.
-    "ts_s": (pa.timestamp("s"), [datetime.datetime(1970, 1, 1, 0, 1), None, None,
-                                 datetime.datetime(1970, 1, 1)], [[60_000], [], [], [0]]),
+    "ts_s": (
+        pa.timestamp("s"),
+        [datetime.datetime(1970, 1, 1, 0, 1), None, None, datetime.datetime(1970, 1, 1)],
+        [[60_000], [], [], [0]],
+    ),
     "s": (pa.string(), ["", "héllo", None, "x"], [[b""], ["héllo".encode()], [], [b"x"]]),
     "bin": (pa.binary(), [b"\xff\x00", b"", None, b"a"], [[b"\xff\x00"], [b""], [], [b"a"]]),
     "fsb": (pa.binary(2), [b"ab", b"\x00\x01", None, b"zz"], [[b"ab"], [b"\x00\x01"], [], [b"zz"]]),
-    "dict": (pa.dictionary(pa.int32(), pa.string()), ["a", "b", None, "a"],
-             [[b"a"], [b"b"], [], [b"a"]]),
+    "dict": (
+        pa.dictionary(pa.int32(), pa.string()),
+        ["a", "b", None, "a"],
+        [[b"a"], [b"b"], [], [b"a"]],
+    ),
     "ls": (pa.list_(pa.int64()), [[1, 2], [], None, [0]], [[1, 2], [], [], [0]]),
-    "lls": (pa.large_list(pa.string()), [["a"], [], None, ["", "b"]],
-            [[b"a"], [], [], [b"", b"b"]]),
-    "fsl_required": (pa.list_(pa.float32(), 3), [[1, 2, 3], [0, 0, 0], [4, 5, 6], [7, 8, 9]],
-                     [[1, 2, 3], [0, 0, 0], [4, 5, 6], [7, 8, 9]]),
-    "nested": (pa.list_(pa.list_(pa.int64())), [[[1, 2], [3]], [], None, [[], [4]]],
-               [[[1, 2], [3]], [], [], [[], [4]]]),
-    "st": (pa.struct([("x", pa.int64()), ("y", pa.string())]),
-           [{"x": 1, "y": "a"}, {"x": None, "y": "b"}, None, {"x": 0, "y": None}], None),
+    "lls": (
+        pa.large_list(pa.string()),
+        [["a"], [], None, ["", "b"]],
+        [[b"a"], [], [], [b"", b"b"]],
+    ),
+    "fsl_required": (
+        pa.list_(pa.float32(), 3),
+        [[1, 2, 3], [0, 0, 0], [4, 5, 6], [7, 8, 9]],
+        [[1, 2, 3], [0, 0, 0], [4, 5, 6], [7, 8, 9]],
+    ),
+    "nested": (
+        pa.list_(pa.list_(pa.int64())),
+        [[[1, 2], [3]], [], None, [[], [4]]],
+        [[[1, 2], [3]], [], [], [[], [4]]],
+    ),
+    "st": (
+        pa.struct([("x", pa.int64()), ("y", pa.string())]),
+        [{"x": 1, "y": "a"}, {"x": None, "y": "b"}, None, {"x": 0, "y": None}],
+        None,
+    ),
 }
 NOT_NULL = {"i64_required", "fsl_required"}
 
@@ -62,15 +96,21 @@ NOT_NULL = {"i64_required", "fsl_required"}
 def converted(tmp_path_factory):
     root = tmp_path_factory.mktemp("types")
     fields = [pa.field(n, t, nullable=n not in NOT_NULL) for n, (t, _, _) in COLUMNS.items()]
-    arrays = [pa.array(v, t) if not pa.types.is_dictionary(t) else pa.array(v).dictionary_encode()
-              for t, v, _ in COLUMNS.values()]
+    arrays = [
+        pa.array(v, t) if not pa.types.is_dictionary(t) else pa.array(v).dictionary_encode()
+        for t, v, _ in COLUMNS.values()
+    ]
     (root / "data").mkdir()
-    pq.write_table(pa.Table.from_arrays(arrays, schema=pa.schema(fields)),
-                   str(root / "data" / "part.parquet"), version="2.6")  # 2.6 keeps ns timestamps
+    pq.write_table(
+        pa.Table.from_arrays(arrays, schema=pa.schema(fields)),
+        str(root / "data" / "part.parquet"),
+        version="2.6",
+    )  # 2.6 keeps ns timestamps
     dataset, _ = plan.plan_conversion(str(root / "data"))
     out = str(root / "examples")
-    convert.convert(dataset, out, plan.Splits(buckets=(("all", 1),)),
-                    beam_pipeline_args=IN_MEMORY_BEAM)
+    convert.convert(
+        dataset, out, plan.Splits(buckets=(("all", 1),)), beam_pipeline_args=IN_MEMORY_BEAM
+    )
     schema = infer_schema(parquet.read_source_metadata(out), label="i64_required")
     records = list(tf.data.TFRecordDataset(glob.glob(out + "/Split-all/*")))
     # One shard, one batch: rows keep their order.
@@ -89,10 +129,11 @@ def test_every_type_parses_back_to_the_source_values(converted, name):
     expected = COLUMNS[name][2]
     got = _rows(parsed[name])
     kind = {f.name: f.type for f in schema.feature}[name]
-    for row, (g, e) in enumerate(zip(got, expected)):
+    for row, (g, e) in enumerate(zip(got, expected, strict=True)):
         if kind == schema_pb2.FLOAT:
-            np.testing.assert_allclose(np.asarray(g, np.float32), np.asarray(e, np.float32),
-                                       err_msg=f"{name} row {row}")
+            np.testing.assert_allclose(
+                np.asarray(g, np.float32), np.asarray(e, np.float32), err_msg=f"{name} row {row}"
+            )
         else:
             assert g == e, f"{name} row {row}"
 

@@ -1,6 +1,7 @@
 """Security checks (issue 7): compiled pipelines carry no credentials or local environment; no
 pickle or eval on data paths; model code only from configured places. (The image's non-root user
 is checked in test_dockerfile.py.)"""
+
 import ast
 import getpass
 import json
@@ -29,30 +30,49 @@ def compiled_text(request, tmp_path_factory):
         patch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
         patch.setenv("KFP_TOKEN", SECRET)
         patch.chdir(folder)
-        pipeline = create_pipeline("secure", "gs://tfx-tabular-no-such-bucket/pipelines",
-                                   "gs://tfx-tabular-no-such-bucket/data", with_transform=True,
-                                   beam_pipeline_args=["--direct_num_workers=2"])
+        pipeline = create_pipeline(
+            "secure",
+            "gs://tfx-tabular-no-such-bucket/pipelines",
+            "gs://tfx-tabular-no-such-bucket/data",
+            with_transform=True,
+            beam_pipeline_args=["--direct_num_workers=2"],
+        )
         output = folder / ("pipeline.yaml" if request.param == "kubeflow" else "pipeline.json")
-        kubeflow.compile_pipeline(pipeline, request.param, "registry.example/tfx-tabular:1",
-                                  str(output), kubeflow.TrainerResources(
-            gpus=1, gpu_type="NVIDIA_L4" if request.param == "vertex" else None))
+        kubeflow.compile_pipeline(
+            pipeline,
+            request.param,
+            "registry.example/tfx-tabular:1",
+            str(output),
+            kubeflow.TrainerResources(
+                gpus=1, gpu_type="NVIDIA_L4" if request.param == "vertex" else None
+            ),
+        )
     return output.read_text(), folder
 
 
 def test_compiled_pipelines_hold_no_credentials_or_local_paths(compiled_text):
     text, folder = compiled_text
-    local = {"the credential": SECRET, "the key file": "service-account.json",
-             "the working folder": str(folder), "the home folder": os.path.expanduser("~"),
-             "the Python environment": sys.prefix, "the package's source": str(PACKAGE),
-             "the user name": f"/{getpass.getuser()}/", "the host name": socket.gethostname()}
+    local = {
+        "the credential": SECRET,
+        "the key file": "service-account.json",
+        "the working folder": str(folder),
+        "the home folder": os.path.expanduser("~"),
+        "the Python environment": sys.prefix,
+        "the package's source": str(PACKAGE),
+        "the user name": f"/{getpass.getuser()}/",
+        "the host name": socket.gethostname(),
+    }
     # Names too short to be told from ordinary words (a host called "vm") are not looked for.
     found = [what for what, value in local.items() if len(value) >= 6 and value in text]
     assert not found, f"the compiled pipeline holds {found}"
 
 
 def test_compiled_containers_set_no_environment_variables(compiled_text):
-    document = json.loads(compiled_text[0]) if compiled_text[0].lstrip().startswith("{") else \
-        __import__("yaml").safe_load(compiled_text[0])
+    document = (
+        json.loads(compiled_text[0])
+        if compiled_text[0].lstrip().startswith("{")
+        else __import__("yaml").safe_load(compiled_text[0])
+    )
     spec = document.get("pipelineSpec", document)
     executors = spec["deploymentSpec"]["executors"]
     assert executors
@@ -61,9 +81,23 @@ def test_compiled_containers_set_no_environment_variables(compiled_text):
 
 
 # Calls that run code or rebuild objects from bytes: none may touch data our code reads.
-UNSAFE_CALLS = {"eval", "exec", "compile", "pickle.load", "pickle.loads", "dill.load",
-                "dill.loads", "cloudpickle.loads", "marshal.loads", "yaml.load", "yaml.unsafe_load",
-                "pandas.read_pickle", "pd.read_pickle", "torch.load", "shelve.open"}
+UNSAFE_CALLS = {
+    "eval",
+    "exec",
+    "compile",
+    "pickle.load",
+    "pickle.loads",
+    "dill.load",
+    "dill.loads",
+    "cloudpickle.loads",
+    "marshal.loads",
+    "yaml.load",
+    "yaml.unsafe_load",
+    "pandas.read_pickle",
+    "pd.read_pickle",
+    "torch.load",
+    "shelve.open",
+}
 # Beam ships DoFns between workers as pickles by design; parquet restores the DoFn's file
 # descriptions (built from footers by this process) the same way, faster. Pipeline state, never
 # the contents of a data file.
@@ -71,8 +105,11 @@ PIPELINE_STATE_PICKLES = {("io/parquet.py", "pickle.loads")}
 # The only places that import code by a name not written in our source: the lazy-import tables
 # (constant names) and the Trainer's model_fn / module_file, which the user configures.
 CODE_LOADERS = {"importlib.import_module", "import_utils.import_func_from_source"}
-ALLOWED_LOADERS = {"components/__init__.py", "schemas/__init__.py",
-                   "components/tabular_trainer/executor.py"}
+ALLOWED_LOADERS = {
+    "components/__init__.py",
+    "schemas/__init__.py",
+    "components/tabular_trainer/executor.py",
+}
 
 
 def _calls(path: pathlib.Path):
@@ -86,16 +123,26 @@ def _sources():
 
 
 def test_no_pickle_or_eval_in_the_package():
-    found = [(str(p.relative_to(PACKAGE)), name) for p in _sources()
-             for node, name in _calls(p) if name in UNSAFE_CALLS
-             or (name.endswith("np.load") or name == "numpy.load")
-             and any(k.arg == "allow_pickle" for k in node.keywords)]
+    found = [
+        (str(p.relative_to(PACKAGE)), name)
+        for p in _sources()
+        for node, name in _calls(p)
+        if name in UNSAFE_CALLS
+        or (name.endswith("np.load") or name == "numpy.load")
+        and any(k.arg == "allow_pickle" for k in node.keywords)
+    ]
     assert set(found) <= PIPELINE_STATE_PICKLES, found
 
 
 def test_model_code_is_loaded_only_from_configured_places():
-    found = sorted({str(p.relative_to(PACKAGE)) for p in _sources()
-                    for _, name in _calls(p) if name in CODE_LOADERS or name == "__import__"})
+    found = sorted(
+        {
+            str(p.relative_to(PACKAGE))
+            for p in _sources()
+            for _, name in _calls(p)
+            if name in CODE_LOADERS or name == "__import__"
+        }
+    )
     assert found and set(found) <= ALLOWED_LOADERS, found
 
 

@@ -1,4 +1,5 @@
 """Named steps of the training loop that need no training run."""
+
 import pytest
 
 keras = pytest.importorskip("tf_keras")
@@ -21,5 +22,15 @@ def test_a_batch_that_does_not_divide_over_the_replicas_fails_before_anything_is
         num_replicas_in_sync = 4
 
     with pytest.raises(ValueError, match="batch_size 1022 is not a multiple of the 4 replicas"):
-        loop.train([], [], None, str(tmp_path), None, label="y", batch_size=1022,
-                   steps_per_epoch=1, learning_rate=1e-3, strategy=FourReplicas())
+        loop.train(
+            [],
+            [],
+            None,
+            str(tmp_path),
+            None,
+            label="y",
+            batch_size=1022,
+            steps_per_epoch=1,
+            learning_rate=1e-3,
+            strategy=FourReplicas(),
+        )

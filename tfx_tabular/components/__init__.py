@@ -1,4 +1,5 @@
 """TFX components. Imported lazily: `import tfx_tabular.components` does not load TFX."""
+
 import importlib
 
 _COMPONENTS = {

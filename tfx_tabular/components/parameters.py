@@ -4,6 +4,7 @@ The component builds its TFX ComponentSpec from them, the executor reads its pro
 `resolve` (defaults applied, JSON lists and dicts decoded), and the CLI takes its defaults from the
 same declarations. No TFX import here, so the CLI can read defaults without loading TFX.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,8 +32,9 @@ def execution_parameters(parameters: Mapping[str, Parameter]) -> dict:
     """`ComponentSpec.PARAMETERS` for these declarations."""
     from tfx.types.component_spec import ExecutionParameter
 
-    return {name: ExecutionParameter(type=p.type, optional=p.optional)
-            for name, p in parameters.items()}
+    return {
+        name: ExecutionParameter(type=p.type, optional=p.optional) for name, p in parameters.items()
+    }
 
 
 def resolve(exec_properties: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> dict:

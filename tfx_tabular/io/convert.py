@@ -7,6 +7,7 @@ per split. No data passes through Beam's shuffle, so memory stays flat whatever 
 `finalize` checks every row was written and only then moves the shards into `Split-<name>/`.
 A failed or killed run leaves nothing in place; a retried shard rewrites its own files whole.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -26,8 +27,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from tfx_tabular.io import encoding, parquet
-from tfx_tabular.io.parquet import Dataset, InputError
 from tfx_tabular.io.mapping import features_of
+from tfx_tabular.io.parquet import Dataset, InputError
 from tfx_tabular.io.plan import OutputOptions, Splits, plan_shards, shard_name
 
 _TEMP_DIR = ".tfx-tabular-incomplete"
@@ -39,8 +40,11 @@ class _FileWriter:
     def __init__(self, path: str, options: OutputOptions):
         # UNCOMPRESSED: Beam would otherwise gzip *.gz paths a second time.
         self._handle = FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
-        self._gzip = (zlib.compressobj(options.compression_level, zlib.DEFLATED, 31)
-                      if options.compression == "gzip" else None)
+        self._gzip = (
+            zlib.compressobj(options.compression_level, zlib.DEFLATED, 31)
+            if options.compression == "gzip"
+            else None
+        )
 
     def write(self, data) -> None:  # bytes or a uint8 array (no copy)
         self._handle.write(self._gzip.compress(data) if self._gzip else data)
@@ -54,8 +58,9 @@ class _FileWriter:
 class ConvertShard(beam.DoFn):
     """Converts one shard (a list of row groups) into one temporary file per split."""
 
-    def __init__(self, dataset: Dataset, shards, splits: Splits, temp_dir: str,
-                 options: OutputOptions):
+    def __init__(
+        self, dataset: Dataset, shards, splits: Splits, temp_dir: str, options: OutputOptions
+    ):
         self._dataset = dataset
         self._shards = shards
         self._splits = splits
@@ -64,15 +69,20 @@ class ConvertShard(beam.DoFn):
 
     def setup(self):
         self._features = self._dataset.features
-        self._key_features = (features_of(pa.schema([self._dataset.schema.field(k)
-                                                     for k in self._splits.keys]),
-                                          self._dataset.decimal_as)
-                              if self._splits.keys else None)
+        self._key_features = (
+            features_of(
+                pa.schema([self._dataset.schema.field(k) for k in self._splits.keys]),
+                self._dataset.decimal_as,
+            )
+            if self._splits.keys
+            else None
+        )
         names = self._splits.names
         self._split_index = {name: i for i, name in enumerate(names)}
         if self._splits.file_splits is None:
-            self._bucket_split = np.repeat(np.arange(len(names), dtype=np.int64),
-                                           [n for _, n in self._splits.buckets])
+            self._bucket_split = np.repeat(
+                np.arange(len(names), dtype=np.int64), [n for _, n in self._splits.buckets]
+            )
 
     def _split_ids(self, encoded: encoding.EncodedBatch, batch, relative: str) -> np.ndarray:
         if self._splits.file_splits is not None:
@@ -80,7 +90,8 @@ class ConvertShard(beam.DoFn):
         if self._key_features is not None:
             keys = pa.RecordBatch.from_arrays(
                 [batch.column(batch.schema.get_field_index(k)) for k in self._splits.keys],
-                list(self._splits.keys))
+                list(self._splits.keys),
+            )
             hashes = encoding.encode(keys, self._key_features).fingerprints()
         else:
             hashes = encoded.fingerprints()
@@ -92,9 +103,14 @@ class ConvertShard(beam.DoFn):
         writers = []
         try:
             for name in names:
-                writers.append(_FileWriter(posixpath.join(
-                    self._temp_dir, name, shard_name(shard_index, count, self._options)),
-                    self._options))
+                writers.append(
+                    _FileWriter(
+                        posixpath.join(
+                            self._temp_dir, name, shard_name(shard_index, count, self._options)
+                        ),
+                        self._options,
+                    )
+                )
             rows = self._write_shard(shard_index, writers)
         except BaseException:
             # Close on errors too: an object store would otherwise upload the partial files
@@ -106,9 +122,10 @@ class ConvertShard(beam.DoFn):
             raise
         for writer in writers:
             writer.close()
-        stats = {"shard": shard_index, "rows": dict(zip(names, rows.tolist()))}
-        with FileSystems.create(posixpath.join(self._temp_dir, "stats",
-                                               f"shard-{shard_index:05d}.json")) as handle:
+        stats = {"shard": shard_index, "rows": dict(zip(names, rows.tolist(), strict=True))}
+        with FileSystems.create(
+            posixpath.join(self._temp_dir, "stats", f"shard-{shard_index:05d}.json")
+        ) as handle:
             handle.write(json.dumps(stats).encode())
         yield stats
 
@@ -117,10 +134,14 @@ class ConvertShard(beam.DoFn):
         rows = np.zeros(len(writers), dtype=np.int64)
         for file_index, row_groups in self._shards[shard_index]:
             info = self._dataset.files[file_index]
-            if self._splits.file_splits is not None and info.relative not in self._splits.file_splits:
+            if (
+                self._splits.file_splits is not None
+                and info.relative not in self._splits.file_splits
+            ):
                 continue
-            for batch in parquet.read_batches(self._dataset, info, row_groups,
-                                                     self._options.batch_size):
+            for batch in parquet.read_batches(
+                self._dataset, info, row_groups, self._options.batch_size
+            ):
                 try:
                     encoded = encoding.encode(batch, self._features, framed=True)
                 except encoding.ConversionError as e:
@@ -131,8 +152,9 @@ class ConvertShard(beam.DoFn):
                     if len(chosen) == len(split_ids):
                         writer.write(encoded.buffer)
                     elif len(chosen):
-                        writer.write(encoding.gather_records(encoded.buffer, encoded.offsets,
-                                                             chosen))
+                        writer.write(
+                            encoding.gather_records(encoded.buffer, encoded.offsets, chosen)
+                        )
                     rows[s] += len(chosen)
         return rows
 
@@ -142,24 +164,39 @@ class WriteExamples(beam.PTransform):
 
     def __init__(self, dataset: Dataset, splits: Splits, temp_dir: str, options: OutputOptions):
         super().__init__()
-        self._dataset, self._splits, self._temp_dir, self._options = dataset, splits, temp_dir, options
-        files = [f for f in dataset.files
-                 if splits.file_splits is None or f.relative in splits.file_splits]
+        self._dataset, self._splits, self._temp_dir, self._options = (
+            dataset,
+            splits,
+            temp_dir,
+            options,
+        )
+        files = [
+            f
+            for f in dataset.files
+            if splits.file_splits is None or f.relative in splits.file_splits
+        ]
         if not sum(f.num_rows for f in files):
             # An Examples artifact without rows only fails later and less clearly (the Trainer's
             # steps per epoch would be 0): refuse it here, naming the files.
             shown = ", ".join(f.relative for f in files[:5]) + (", ..." if len(files) > 5 else "")
-            raise InputError(f"no rows to convert: the {len(files)} Parquet file(s) under "
-                             f"{dataset.base} hold 0 rows ({shown})")
+            raise InputError(
+                f"no rows to convert: the {len(files)} Parquet file(s) under "
+                f"{dataset.base} hold 0 rows ({shown})"
+            )
         self.shards = plan_shards(dataset, options.num_shards)
 
     def expand(self, pipeline):
-        return (pipeline
-                | "ShardIds" >> beam.Create(range(len(self.shards)))
-                | "Distribute" >> beam.Reshuffle()
-                | "ConvertShard" >> beam.ParDo(ConvertShard(self._dataset, self.shards,
-                                                            self._splits, self._temp_dir,
-                                                            self._options)))
+        return (
+            pipeline
+            | "ShardIds" >> beam.Create(range(len(self.shards)))
+            | "Distribute" >> beam.Reshuffle()
+            | "ConvertShard"
+            >> beam.ParDo(
+                ConvertShard(
+                    self._dataset, self.shards, self._splits, self._temp_dir, self._options
+                )
+            )
+        )
 
 
 @dataclasses.dataclass
@@ -179,27 +216,42 @@ def temp_dir_for(output_dir: str) -> str:
     return posixpath.join(output_dir, _TEMP_DIR, uuid.uuid4().hex)
 
 
-def finalize(dataset: Dataset, splits: Splits, temp_dir: str, output_dir: str,
-             num_shards: int, options: OutputOptions) -> ConversionResult:
+def finalize(
+    dataset: Dataset,
+    splits: Splits,
+    temp_dir: str,
+    output_dir: str,
+    num_shards: int,
+    options: OutputOptions,
+) -> ConversionResult:
     """Check every row was written, then move the shards into `Split-<name>/` folders."""
     stats_files = FileSystems.match([posixpath.join(temp_dir, "stats", "*.json")])[0].metadata_list
     if len(stats_files) != num_shards:
-        raise RuntimeError(f"{len(stats_files)} of {num_shards} shards finished; output not published")
+        raise RuntimeError(
+            f"{len(stats_files)} of {num_shards} shards finished; output not published"
+        )
     rows = dict.fromkeys(splits.names, 0)
     for meta in stats_files:
         with FileSystems.open(meta.path) as handle:
             for name, count in json.loads(handle.read())["rows"].items():
                 rows[name] += count
-    expected = (dataset.num_rows if splits.file_splits is None else
-                sum(f.num_rows for f in dataset.files if f.relative in splits.file_splits))
+    expected = (
+        dataset.num_rows
+        if splits.file_splits is None
+        else sum(f.num_rows for f in dataset.files if f.relative in splits.file_splits)
+    )
     if sum(rows.values()) != expected:
-        raise RuntimeError(f"wrote {sum(rows.values())} rows but the footers count {expected}; "
-                           "output not published")
+        raise RuntimeError(
+            f"wrote {sum(rows.values())} rows but the footers count {expected}; "
+            "output not published"
+        )
     sources, targets = [], []
     for name in splits.names:
         for i in range(num_shards):
             sources.append(posixpath.join(temp_dir, name, shard_name(i, num_shards, options)))
-            targets.append(posixpath.join(output_dir, f"Split-{name}", shard_name(i, num_shards, options)))
+            targets.append(
+                posixpath.join(output_dir, f"Split-{name}", shard_name(i, num_shards, options))
+            )
     for target_dir in {posixpath.dirname(t) for t in targets}:
         if not FileSystems.exists(target_dir):
             FileSystems.mkdirs(target_dir)
@@ -219,14 +271,20 @@ DIRECT_RUNNER_DEFAULTS = ["--direct_running_mode=multi_threading", "--direct_num
 def beam_args_with_defaults(beam_pipeline_args: Sequence[str]) -> list[str]:
     """Local runs use every core: the DirectRunner with one thread per core, unless told otherwise."""
     args = list(beam_pipeline_args)
-    if not any(a.startswith(("--runner", "--direct_running_mode", "--direct_num_workers"))
-               for a in args):
+    if not any(
+        a.startswith(("--runner", "--direct_running_mode", "--direct_num_workers")) for a in args
+    ):
         args += DIRECT_RUNNER_DEFAULTS
     return args
 
 
-def run_conversion(dataset: Dataset, splits: Splits, output_dir: str, options: OutputOptions,
-                   pipeline: beam.Pipeline) -> ConversionResult:
+def run_conversion(
+    dataset: Dataset,
+    splits: Splits,
+    output_dir: str,
+    options: OutputOptions,
+    pipeline: beam.Pipeline,
+) -> ConversionResult:
     """Write the shards with `pipeline`, then publish them under `output_dir` (`finalize`), or
     remove what the run wrote (`discard`). The one way a conversion runs: CLI and executor."""
     temp_dir = temp_dir_for(output_dir)
@@ -243,9 +301,13 @@ def run_conversion(dataset: Dataset, splits: Splits, output_dir: str, options: O
     return result
 
 
-def convert(dataset: Dataset, output_dir: str, splits: Splits = Splits(),
-            options: OutputOptions = OutputOptions(),
-            beam_pipeline_args: Sequence[str] = ()) -> ConversionResult:
+def convert(
+    dataset: Dataset,
+    output_dir: str,
+    splits: Splits = Splits(),
+    options: OutputOptions = OutputOptions(),
+    beam_pipeline_args: Sequence[str] = (),
+) -> ConversionResult:
     """Convert into an empty `output_dir` with a Beam pipeline of its own (the CLI's way)."""
     existing = FileSystems.match([posixpath.join(output_dir, "Split-*", "*")])[0].metadata_list
     if existing:

@@ -4,6 +4,7 @@ Columns: `label` (0/1 click), `I1`..`I13` (int64 counts, ~5% null), `C1`..`C26` 
 categoricals, ~5% null, Zipf-distributed ids), `price` (float), `history` (a variable-length list
 of int64 item ids). One folder per day: `day=2024-01-01/part-00000.parquet`, ...
 """
+
 from __future__ import annotations
 
 import datetime
@@ -18,9 +19,11 @@ NUM_CAT = 26
 
 
 SCHEMA = pa.schema(
-    [("label", pa.int64())] + [(f"I{i}", pa.int64()) for i in range(1, NUM_INT + 1)]
+    [("label", pa.int64())]
+    + [(f"I{i}", pa.int64()) for i in range(1, NUM_INT + 1)]
     + [(f"C{i}", pa.string()) for i in range(1, NUM_CAT + 1)]
-    + [("price", pa.float64()), ("history", pa.list_(pa.int64()))])
+    + [("price", pa.float64()), ("history", pa.list_(pa.int64()))]
+)
 
 
 def criteo_batch(num_rows: int, rng: np.random.Generator) -> pa.Table:
@@ -37,12 +40,19 @@ def criteo_batch(num_rows: int, rng: np.random.Generator) -> pa.Table:
     lengths = rng.integers(0, 6, num_rows)
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
     columns["history"] = pa.ListArray.from_arrays(
-        pa.array(offsets), pa.array(rng.integers(0, 100_000, offsets[-1]).astype(np.int64)))
+        pa.array(offsets), pa.array(rng.integers(0, 100_000, offsets[-1]).astype(np.int64))
+    )
     return pa.table(columns, schema=SCHEMA)
 
 
-def write_dataset(root: str, num_rows: int, days: int = 7, files_per_day: int = 2,
-                  row_group_size: int = 65_536, seed: int = 0) -> int:
+def write_dataset(
+    root: str,
+    num_rows: int,
+    days: int = 7,
+    files_per_day: int = 2,
+    row_group_size: int = 65_536,
+    seed: int = 0,
+) -> int:
     """Write `num_rows` rows spread over `days` partition folders; returns the file count."""
     rng = np.random.default_rng(seed)
     count = days * files_per_day

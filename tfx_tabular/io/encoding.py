@@ -6,6 +6,7 @@ in one pass. No per-row Python. The output is wire-compatible with tfx_bsl's
 RecordBatchToExamplesEncoder: a null is a feature with no kind set, an empty list an empty typed
 list (tests compare both against tf.io.parse_example and tfx_bsl's decoder).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -62,24 +63,30 @@ def _decimal_text(arr: pa.Array) -> pa.Array:
     scale = arr.type.scale
     width = arr.type.byte_width // 8  # 2 words for decimal128, 4 for decimal256
     words = np.frombuffer(arr.buffers()[1], dtype=np.int64)[
-        width * arr.offset: width * (arr.offset + len(arr))].reshape(-1, width)
-    if arr.null_count:  # null slots hold arbitrary words: write them as 0 (the serializer skips them)
+        width * arr.offset : width * (arr.offset + len(arr))
+    ].reshape(-1, width)
+    if (
+        arr.null_count
+    ):  # null slots hold arbitrary words: write them as 0 (the serializer skips them)
         words = np.where(_validity(arr)[:, None], words, 0)
     low = words[:, 0]
     negative = low < 0
     if not (words[:, 1:] == np.where(negative, -1, 0)[:, None]).all():
-        raise ConversionError(f"decimal value beyond 18 digits ({arr.type}) cannot be written "
-                              "as text; use decimal_as='float'")
+        raise ConversionError(
+            f"decimal value beyond 18 digits ({arr.type}) cannot be written "
+            "as text; use decimal_as='float'"
+        )
     unsigned = low.view(np.uint64)
     magnitude = np.where(negative, ~unsigned + np.uint64(1), unsigned)  # |x|, -2**63 included
     sign = pa.array(np.where(negative, "-", ""))
     if scale <= 0:
-        return pc.binary_join_element_wise(sign, pa.array(magnitude).cast(pa.string()),
-                                           "0" * -scale, "")
+        return pc.binary_join_element_wise(
+            sign, pa.array(magnitude).cast(pa.string()), "0" * -scale, ""
+        )
     if scale >= 20:  # 10**scale exceeds every uint64: all digits are fractional
         whole, frac = np.zeros_like(magnitude), magnitude
     else:
-        power = np.uint64(10 ** scale)
+        power = np.uint64(10**scale)
         whole, frac = magnitude // power, magnitude % power
     frac_text = pc.utf8_lpad(pa.array(frac).cast(pa.string()), width=scale, padding="0")
     return pc.binary_join_element_wise(sign, pa.array(whole).cast(pa.string()), ".", frac_text, "")
@@ -90,7 +97,7 @@ def _slots(arr: pa.Array, dtype) -> np.ndarray:
     which the serializer skips); no copy."""
     if len(arr) == 0:
         return np.zeros(0, dtype)
-    return np.frombuffer(arr.buffers()[1], dtype=dtype)[arr.offset: arr.offset + len(arr)]
+    return np.frombuffer(arr.buffers()[1], dtype=dtype)[arr.offset : arr.offset + len(arr)]
 
 
 def _leaf_values(arr: pa.Array, kind: Kind, column: str):
@@ -101,8 +108,10 @@ def _leaf_values(arr: pa.Array, kind: Kind, column: str):
             storage = pa.int32() if t.bit_width == 32 else pa.int64()
             arr = arr.view(storage)
         elif pa.types.is_uint64(t) and len(arr) and (pc.max(arr).as_py() or 0) > _INT64_MAX:
-            raise ConversionError(f"column {column!r}: uint64 value {pc.max(arr).as_py()} is "
-                                  f"above the int64 maximum {_INT64_MAX}")
+            raise ConversionError(
+                f"column {column!r}: uint64 value {pc.max(arr).as_py()} is "
+                f"above the int64 maximum {_INT64_MAX}"
+            )
         return _slots(arr.cast(pa.int64()), np.int64), None
     if kind == Kind.FLOAT:
         if pa.types.is_decimal(t):
@@ -116,14 +125,17 @@ def _leaf_values(arr: pa.Array, kind: Kind, column: str):
         # No cast: pyarrow 10 crashes casting a sliced fixed_size_binary array.
         size = t.byte_width
         data = np.frombuffer(arr.buffers()[1], dtype=np.uint8)[
-            size * arr.offset: size * (arr.offset + len(arr))]
+            size * arr.offset : size * (arr.offset + len(arr))
+        ]
         return np.arange(len(arr) + 1, dtype=np.int64) * size, data
     if pa.types.is_decimal(t):
         arr = _decimal_text(arr)
     arr = arr.cast(pa.large_binary())
     offsets_buf, data_buf = arr.buffers()[1:3]
-    offsets = np.frombuffer(offsets_buf, dtype=np.int64)[arr.offset: arr.offset + len(arr) + 1]
-    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    offsets = np.frombuffer(offsets_buf, dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
+    data = (
+        np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    )
     return offsets, data
 
 
@@ -154,8 +166,10 @@ def feature_values(column: pa.Array, feature: Feature, partitions: Sequence[Feat
         nested = top_valid is not None
         if nested and arr.null_count:
             what = "list" if step == "list" else "struct"
-            raise ConversionError(f"column {feature.column!r} (feature {feature.name!r}): a null "
-                                  f"{what} inside a list cannot be represented in tf.Example")
+            raise ConversionError(
+                f"column {feature.column!r} (feature {feature.name!r}): a null "
+                f"{what} inside a list cannot be represented in tf.Example"
+            )
         if step == "list":
             if not nested:
                 top_valid = _validity(arr)
@@ -168,8 +182,10 @@ def feature_values(column: pa.Array, feature: Feature, partitions: Sequence[Feat
         top_valid = _validity(arr)
         levels.append(np.arange(len(arr) + 1, dtype=np.int64))
     elif arr.null_count:
-        raise ConversionError(f"column {feature.column!r} (feature {feature.name!r}): a null "
-                              "value inside a list cannot be represented in tf.Example")
+        raise ConversionError(
+            f"column {feature.column!r} (feature {feature.name!r}): a null "
+            "value inside a list cannot be represented in tf.Example"
+        )
     if pa.types.is_null(arr.type):
         top_valid = np.zeros(len(column), dtype=bool)
         levels = [np.zeros(len(column) + 1, dtype=np.int64)]
@@ -183,12 +199,14 @@ def feature_values(column: pa.Array, feature: Feature, partitions: Sequence[Feat
 
     out = [FeatureValues(composed(len(levels)), top_valid, values, data)]
     for partition in partitions:
-        out.append(FeatureValues(composed(partition.level), top_valid,
-                                 np.diff(levels[partition.level])))
+        out.append(
+            FeatureValues(composed(partition.level), top_valid, np.diff(levels[partition.level]))
+        )
     return out
 
 
 # --- wire format ---------------------------------------------------------------------------
+
 
 def _crc32c_tables() -> np.ndarray:
     table = np.zeros((8, 256), dtype=np.uint32)
@@ -229,11 +247,22 @@ def _crc32c_table(buf, start, end, tables):
     crc = np.uint32(0xFFFFFFFF)
     i = start
     while i + 8 <= end:
-        lo = crc ^ (np.uint32(buf[i]) | (np.uint32(buf[i + 1]) << 8)
-                    | (np.uint32(buf[i + 2]) << 16) | (np.uint32(buf[i + 3]) << 24))
-        crc = (tables[7, lo & 0xFF] ^ tables[6, (lo >> 8) & 0xFF] ^ tables[5, (lo >> 16) & 0xFF]
-               ^ tables[4, lo >> 24] ^ tables[3, buf[i + 4]] ^ tables[2, buf[i + 5]]
-               ^ tables[1, buf[i + 6]] ^ tables[0, buf[i + 7]])
+        lo = crc ^ (
+            np.uint32(buf[i])
+            | (np.uint32(buf[i + 1]) << 8)
+            | (np.uint32(buf[i + 2]) << 16)
+            | (np.uint32(buf[i + 3]) << 24)
+        )
+        crc = (
+            tables[7, lo & 0xFF]
+            ^ tables[6, (lo >> 8) & 0xFF]
+            ^ tables[5, (lo >> 16) & 0xFF]
+            ^ tables[4, lo >> 24]
+            ^ tables[3, buf[i + 4]]
+            ^ tables[2, buf[i + 5]]
+            ^ tables[1, buf[i + 6]]
+            ^ tables[0, buf[i + 7]]
+        )
         i += 8
     while i < end:
         crc = tables[0, (crc ^ buf[i]) & 0xFF] ^ (crc >> 8)
@@ -248,14 +277,16 @@ def _llvm_call(builder, name: str, widths: Sequence[int], values):
 
 @intrinsic
 def _crc32c_u64(typingctx, crc, word):
-    return numba.uint64(numba.uint64, numba.uint64), lambda context, builder, sig, args: (
-        _llvm_call(builder, "llvm.x86.sse42.crc32.64.64", (64, 64, 64), args))
+    return numba.uint64(numba.uint64, numba.uint64), lambda context, builder, sig, args: _llvm_call(
+        builder, "llvm.x86.sse42.crc32.64.64", (64, 64, 64), args
+    )
 
 
 @intrinsic
 def _crc32c_u8(typingctx, crc, byte):
-    return numba.uint32(numba.uint32, numba.uint8), lambda context, builder, sig, args: (
-        _llvm_call(builder, "llvm.x86.sse42.crc32.32.8", (32, 32, 8), args))
+    return numba.uint32(numba.uint32, numba.uint8), lambda context, builder, sig, args: _llvm_call(
+        builder, "llvm.x86.sse42.crc32.32.8", (32, 32, 8), args
+    )
 
 
 @numba.njit(cache=True, nogil=True)
@@ -263,7 +294,7 @@ def _crc32c_sse42(buf, start, end, tables):
     """CRC32C with the SSE4.2 instruction (about 5x the table version here); `tables` is
     unused, kept so both kernels take the same arguments."""
     n_words = (end - start) // 8
-    words = buf[start: start + 8 * n_words].view(np.uint64)
+    words = buf[start : start + 8 * n_words].view(np.uint64)
     crc = np.uint64(0xFFFFFFFF)
     for w in range(n_words):
         crc = _crc32c_u64(crc, words[w])
@@ -273,8 +304,10 @@ def _crc32c_sse42(buf, start, end, tables):
     return c ^ np.uint32(0xFFFFFFFF)
 
 
-_HAS_SSE42 = (platform.machine().lower() in ("x86_64", "amd64")
-              and "+sse4.2" in llvm_binding.get_host_cpu_features().flatten().split(","))
+_HAS_SSE42 = platform.machine().lower() in (
+    "x86_64",
+    "amd64",
+) and "+sse4.2" in llvm_binding.get_host_cpu_features().flatten().split(",")
 _crc32c = _crc32c_sse42 if _HAS_SSE42 else _crc32c_table
 
 
@@ -297,8 +330,21 @@ def _list_size(kind, payload):
 
 
 @numba.njit(cache=True, nogil=True)
-def _serialize(n_rows, kinds, key_headers, header_offsets, valid, splits, ints, floats, bstart,
-               bend, data, framed, tables):
+def _serialize(
+    n_rows,
+    kinds,
+    key_headers,
+    header_offsets,
+    valid,
+    splits,
+    ints,
+    floats,
+    bstart,
+    bend,
+    data,
+    framed,
+    tables,
+):
     """All rows' tf.Examples in one buffer; returns (buffer, record offsets).
 
     `valid` and `splits` are feature-major ([features, rows], [features, rows + 1]): row r of
@@ -417,7 +463,7 @@ def fingerprints(buf, record_offsets, skip_head, skip_tail):
         end = record_offsets[r + 1] - skip_tail
         h = np.uint64(0xCBF29CE484222325) ^ np.uint64(end - start)
         n_words = (end - start) // 8
-        words = buf[start: start + 8 * n_words].view(np.uint64)
+        words = buf[start : start + 8 * n_words].view(np.uint64)
         for w in range(n_words):
             h = (h ^ words[w]) * np.uint64(0x100000001B3)
             h ^= h >> np.uint64(29)
@@ -441,7 +487,7 @@ def gather_records(buf, record_offsets, rows):
     pos = 0
     for r in rows:
         length = record_offsets[r + 1] - record_offsets[r]
-        out[pos: pos + length] = buf[record_offsets[r]: record_offsets[r + 1]]
+        out[pos : pos + length] = buf[record_offsets[r] : record_offsets[r + 1]]
         pos += length
     return out
 
@@ -470,14 +516,19 @@ class EncodedBatch:
         """The records as bytes objects (for tests and small outputs)."""
         head, tail = (12, 4) if self.framed else (0, 0)
         raw = self.buffer.tobytes()
-        return [raw[a + head: b - tail] for a, b in zip(self.offsets[:-1], self.offsets[1:])]
+        return [
+            raw[a + head : b - tail]
+            for a, b in zip(self.offsets[:-1], self.offsets[1:], strict=True)
+        ]
 
     def fingerprints(self) -> np.ndarray:
         head, tail = (12, 4) if self.framed else (0, 0)
         return fingerprints(self.buffer, self.offsets, head, tail)
 
 
-def encode(batch: pa.RecordBatch, features: Sequence[Feature], framed: bool = False) -> EncodedBatch:
+def encode(
+    batch: pa.RecordBatch, features: Sequence[Feature], framed: bool = False
+) -> EncodedBatch:
     """Serialize every row of `batch` as a tf.Example with `features` (from `features_of`).
 
     `framed` adds TFRecord framing (length, masked CRC32C), so records can be written as is.
@@ -493,11 +544,13 @@ def encode(batch: pa.RecordBatch, features: Sequence[Feature], framed: bool = Fa
             continue
         parts = partitions.get(f.name, [])
         column = batch.column(batch.schema.get_field_index(f.column))
-        ordered.extend(zip([f, *parts], feature_values(column, f, parts)))
+        ordered.extend(zip([f, *parts], feature_values(column, f, parts), strict=True))
 
     kinds = np.array([int(f.kind) for f, _ in ordered], dtype=np.int64)
     # Per feature: the key field (tag, length, name) and the value field's tag.
-    headers = [b"\n" + _varint(len(f.name.encode())) + f.name.encode() + b"\x12" for f, _ in ordered]
+    headers = [
+        b"\n" + _varint(len(f.name.encode())) + f.name.encode() + b"\x12" for f, _ in ordered
+    ]
     header_offsets = _cumulative(np.array([len(h) for h in headers], dtype=np.int64))
     valid = np.empty((len(ordered), n), dtype=np.bool_)
     splits = np.empty((len(ordered), n + 1), dtype=np.int64)
@@ -522,8 +575,18 @@ def encode(batch: pa.RecordBatch, features: Sequence[Feature], framed: bool = Fa
         return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
 
     buffer, offsets = _serialize(
-        n, kinds, np.frombuffer(b"".join(headers), dtype=np.uint8) if headers else np.zeros(0, np.uint8),
-        header_offsets, valid, splits, pool(pools[Kind.INT], np.int64),
-        pool(pools[Kind.FLOAT], np.float32), pool(bytes_starts, np.int64),
-        pool(bytes_ends, np.int64), pool(datas, np.uint8), framed, _CRC_TABLES)
+        n,
+        kinds,
+        np.frombuffer(b"".join(headers), dtype=np.uint8) if headers else np.zeros(0, np.uint8),
+        header_offsets,
+        valid,
+        splits,
+        pool(pools[Kind.INT], np.int64),
+        pool(pools[Kind.FLOAT], np.float32),
+        pool(bytes_starts, np.int64),
+        pool(bytes_ends, np.int64),
+        pool(datas, np.uint8),
+        framed,
+        _CRC_TABLES,
+    )
     return EncodedBatch(buffer, offsets, framed)

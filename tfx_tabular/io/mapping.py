@@ -20,6 +20,7 @@ A top-level null becomes a feature with no kind set (what tfx_bsl writes and rea
 empty list becomes an empty typed list. Nulls *inside* a list cannot be represented in tf.Example
 and are rejected, naming the column.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -77,7 +78,7 @@ class Feature:
         t = self.leaf_type
         if pa.types.is_time(t):
             # pyarrow 10 hands time32/time64 types out as plain DataType, without `.unit`.
-            return str(t)[len("time32["):-1]  # "time32[ms]" → "ms"
+            return str(t)[len("time32[") : -1]  # "time32[ms]" → "ms"
         if pa.types.is_timestamp(t) or pa.types.is_duration(t):
             return t.unit
         if pa.types.is_date32(t):
@@ -104,9 +105,14 @@ def leaf_kind(arrow_type: pa.DataType, decimal_as: str = "float") -> Kind:
         if decimal_as not in ("float", "bytes"):
             raise ValueError(f"decimal_as must be 'float' or 'bytes', not {decimal_as!r}")
         return Kind.FLOAT if decimal_as == "float" else Kind.BYTES
-    if (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
-            or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t)
-            or pa.types.is_null(t)):
+    if (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_fixed_size_binary(t)
+        or pa.types.is_null(t)
+    ):
         return Kind.BYTES
     raise UnsupportedColumnError(f"type {t} has no tf.Example representation")
 
@@ -115,24 +121,45 @@ def _is_list(t: pa.DataType) -> bool:
     return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
 
 
-def _walk(name: str, column: str, t: pa.DataType, path: Tuple[str, ...],
-          list_sizes: Tuple[Optional[int], ...], decimal_as: str) -> Iterator[Feature]:
+def _walk(
+    name: str,
+    column: str,
+    t: pa.DataType,
+    path: Tuple[str, ...],
+    list_sizes: Tuple[Optional[int], ...],
+    decimal_as: str,
+) -> Iterator[Feature]:
     if pa.types.is_dictionary(t):
         t = t.value_type
     if _is_list(t):
         size = t.list_size if pa.types.is_fixed_size_list(t) else None
-        yield from _walk(name, column, t.value_type, path + ("list",), list_sizes + (size,),
-                         decimal_as)
+        yield from _walk(
+            name, column, t.value_type, path + ("list",), list_sizes + (size,), decimal_as
+        )
     elif pa.types.is_struct(t):
         for child in t:
-            yield from _walk(f"{name}.{child.name}", column, child.type, path + (child.name,),
-                             list_sizes, decimal_as)
+            yield from _walk(
+                f"{name}.{child.name}",
+                column,
+                child.type,
+                path + (child.name,),
+                list_sizes,
+                decimal_as,
+            )
     else:
         values = Feature(name, column, path, leaf_kind(t, decimal_as), t, list_sizes)
         yield values
         for level in range(1, len(list_sizes)):
-            yield Feature(row_lengths_name(name, level), column, path, Kind.INT, pa.int64(),
-                          list_sizes[: level], row_lengths_of=name, level=level)
+            yield Feature(
+                row_lengths_name(name, level),
+                column,
+                path,
+                Kind.INT,
+                pa.int64(),
+                list_sizes[:level],
+                row_lengths_of=name,
+                level=level,
+            )
 
 
 def features_of(schema: pa.Schema, decimal_as: str = "float") -> list[Feature]:
@@ -150,10 +177,14 @@ def features_of(schema: pa.Schema, decimal_as: str = "float") -> list[Feature]:
     seen: dict[str, str] = {}
     for f in features:
         if f.name in seen and seen[f.name] == f.column:
-            raise ValueError(f"column {f.column!r} holds two struct fields that both make feature "
-                             f"{f.name!r}; rename one")
+            raise ValueError(
+                f"column {f.column!r} holds two struct fields that both make feature "
+                f"{f.name!r}; rename one"
+            )
         if f.name in seen:
-            raise ValueError(f"feature name {f.name!r} comes from both column {seen[f.name]!r} "
-                             f"and column {f.column!r}; rename or exclude one")
+            raise ValueError(
+                f"feature name {f.name!r} comes from both column {seen[f.name]!r} "
+                f"and column {f.column!r}; rename or exclude one"
+            )
         seen[f.name] = f.column
     return features

@@ -4,6 +4,7 @@ Everything here reads Parquet *metadata* up front (O(files), no pass over rows),
 knows its files, row counts, unified schema and partition types before it writes anything, and
 bad input fails before a single output byte exists.
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -42,17 +43,21 @@ class ColumnStats:
     min: Optional[Union[int, float, bool]] = None
     max: Optional[Union[int, float, bool]] = None
 
-    def merge(self, other: "ColumnStats") -> "ColumnStats":
-        nulls = None if self.null_count is None or other.null_count is None \
+    def merge(self, other: ColumnStats) -> ColumnStats:
+        nulls = (
+            None
+            if self.null_count is None or other.null_count is None
             else self.null_count + other.null_count
+        )
         lows = [v for v in (self.min, other.min) if v is not None]
         highs = [v for v in (self.max, other.max) if v is not None]
         both = self.min is not None and other.min is not None
         return ColumnStats(nulls, min(lows) if both else None, max(highs) if both else None)
 
 
-def _footer_stats(metadata: pq.FileMetaData,
-                  schema: pa.Schema) -> tuple[tuple[str, ColumnStats], ...]:
+def _footer_stats(
+    metadata: pq.FileMetaData, schema: pa.Schema
+) -> tuple[tuple[str, ColumnStats], ...]:
     # Leaf statistics describe rows only for flat top-level columns (names may contain dots).
     flat = {f.name for f in schema if not pa.types.is_nested(f.type)}
     stats: dict[str, ColumnStats] = {}
@@ -63,11 +68,17 @@ def _footer_stats(metadata: pq.FileMetaData,
             if column.path_in_schema not in flat:
                 continue
             st = column.statistics
-            numeric = (st is not None and st.has_min_max
-                       and column.physical_type in ("BOOLEAN", "INT32", "INT64", "FLOAT", "DOUBLE")
-                       and st.logical_type.type in ("NONE", "INT"))
-            current = ColumnStats(st.null_count if st is not None and st.has_null_count else None,
-                                  st.min if numeric else None, st.max if numeric else None)
+            numeric = (
+                st is not None
+                and st.has_min_max
+                and column.physical_type in ("BOOLEAN", "INT32", "INT64", "FLOAT", "DOUBLE")
+                and st.logical_type.type in ("NONE", "INT")
+            )
+            current = ColumnStats(
+                st.null_count if st is not None and st.has_null_count else None,
+                st.min if numeric else None,
+                st.max if numeric else None,
+            )
             name = column.path_in_schema
             stats[name] = stats[name].merge(current) if name in stats else current
     return tuple(stats.items())
@@ -83,8 +94,9 @@ class _QuickPickle:
     and the C pickler take milliseconds."""
 
     def __reduce__(self):
-        state = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                 if f.name != "schema"}
+        state = {
+            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "schema"
+        }
         return _unpickle, (type(self), self.schema.serialize().to_pybytes(), pickle.dumps(state))
 
 
@@ -128,43 +140,60 @@ class SourceMetadata:
         fields = []
         for field in self.schema:
             stats = self.column_stats.get(field.name)
-            meta = {} if stats is None else {
-                _META + "stats": json.dumps([stats.null_count, stats.min, stats.max])}
+            meta = (
+                {}
+                if stats is None
+                else {_META + "stats": json.dumps([stats.null_count, stats.min, stats.max])}
+            )
             fields.append(field.with_metadata(meta))
-        return pa.schema(fields, metadata={
-            _META + "num_rows": str(self.num_rows),
-            _META + "partition_columns": json.dumps(list(self.partition_columns)),
-            _META + "partition_values": json.dumps({k: list(v) for k, v in
-                                                    self.partition_values.items()}),
-            _META + "decimal_as": self.decimal_as})
+        return pa.schema(
+            fields,
+            metadata={
+                _META + "num_rows": str(self.num_rows),
+                _META + "partition_columns": json.dumps(list(self.partition_columns)),
+                _META + "partition_values": json.dumps(
+                    {k: list(v) for k, v in self.partition_values.items()}
+                ),
+                _META + "decimal_as": self.decimal_as,
+            },
+        )
 
-    def without(self, columns: Sequence[str]) -> "SourceMetadata":
+    def without(self, columns: Sequence[str]) -> SourceMetadata:
         """The same source with `columns` left out (unknown names are an InputError)."""
         unknown = [c for c in columns if c not in self.schema.names]
         if unknown:
-            raise InputError(f"columns {unknown} to exclude are not in the source "
-                             f"(columns: {', '.join(self.schema.names[:20])}...)")
+            raise InputError(
+                f"columns {unknown} to exclude are not in the source "
+                f"(columns: {', '.join(self.schema.names[:20])}...)"
+            )
         dropped = set(columns)
         return dataclasses.replace(
-            self, schema=pa.schema([f for f in self.schema if f.name not in dropped]),
+            self,
+            schema=pa.schema([f for f in self.schema if f.name not in dropped]),
             column_stats={k: v for k, v in self.column_stats.items() if k not in dropped},
             partition_columns=tuple(c for c in self.partition_columns if c not in dropped),
-            partition_values={k: v for k, v in self.partition_values.items() if k not in dropped})
+            partition_values={k: v for k, v in self.partition_values.items() if k not in dropped},
+        )
 
     @classmethod
-    def from_arrow_schema(cls, schema: pa.Schema) -> "SourceMetadata":
+    def from_arrow_schema(cls, schema: pa.Schema) -> SourceMetadata:
         meta = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
         stats = {}
         for field in schema:
             field_meta = {k.decode(): v.decode() for k, v in (field.metadata or {}).items()}
             if _META + "stats" in field_meta:
                 stats[field.name] = ColumnStats(*json.loads(field_meta[_META + "stats"]))
-        return cls(pa.schema([f.remove_metadata() for f in schema]), stats,
-                   int(meta.get(_META + "num_rows", 0)),
-                   tuple(json.loads(meta.get(_META + "partition_columns", "[]"))),
-                   meta.get(_META + "decimal_as", "float"),
-                   {k: tuple(v) for k, v in
-                    json.loads(meta.get(_META + "partition_values", "{}")).items()})
+        return cls(
+            pa.schema([f.remove_metadata() for f in schema]),
+            stats,
+            int(meta.get(_META + "num_rows", 0)),
+            tuple(json.loads(meta.get(_META + "partition_columns", "[]"))),
+            meta.get(_META + "decimal_as", "float"),
+            {
+                k: tuple(v)
+                for k, v in json.loads(meta.get(_META + "partition_values", "{}")).items()
+            },
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,11 +236,18 @@ class Dataset(_QuickPickle):
         return merged
 
     def source_metadata(self) -> SourceMetadata:
-        values = {key: tuple(sorted({dict(f.partitions)[key] for f in self.files}))
-                  for key in self.partition_columns}
-        return SourceMetadata(self.schema, self.column_stats(), self.num_rows,
-                             self.partition_columns, self.decimal_as, values)
-
+        values = {
+            key: tuple(sorted({dict(f.partitions)[key] for f in self.files}))
+            for key in self.partition_columns
+        }
+        return SourceMetadata(
+            self.schema,
+            self.column_stats(),
+            self.num_rows,
+            self.partition_columns,
+            self.decimal_as,
+            values,
+        )
 
 
 def read_source_metadata(examples_uri: str) -> SourceMetadata:
@@ -222,8 +258,10 @@ def read_source_metadata(examples_uri: str) -> SourceMetadata:
         with filesystem.open_input_file(path) as handle:
             schema = pa.ipc.read_schema(handle.read_buffer())
     except FileNotFoundError:
-        raise InputError(f"{examples_uri}/{SOURCE_METADATA_FILE} is missing: these Examples were "
-                         "not written by ParquetExampleGen; give `input_base` instead") from None
+        raise InputError(
+            f"{examples_uri}/{SOURCE_METADATA_FILE} is missing: these Examples were "
+            "not written by ParquetExampleGen; give `input_base` instead"
+        ) from None
     return SourceMetadata.from_arrow_schema(schema)
 
 
@@ -243,9 +281,12 @@ def resolve_filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
             # GCS emulator STORAGE_EMULATOR_HOST names (e.g. http://localhost:4443), anonymously.
             # pyarrow 10's GcsFileSystem ignores that variable (it would read real GCS, or retry
             # for credentials for 15 minutes), so read from the emulator the output goes to.
-            endpoint = urllib.parse.urlsplit(emulator if "://" in emulator else "http://" + emulator)
-            filesystem = pafs.GcsFileSystem(anonymous=True, scheme=endpoint.scheme,
-                                            endpoint_override=endpoint.netloc)
+            endpoint = urllib.parse.urlsplit(
+                emulator if "://" in emulator else "http://" + emulator
+            )
+            filesystem = pafs.GcsFileSystem(
+                anonymous=True, scheme=endpoint.scheme, endpoint_override=endpoint.netloc
+            )
         return filesystem, path
     return pafs.LocalFileSystem(), posixpath.abspath(uri)
 
@@ -261,11 +302,16 @@ def _partitions_of(relative: str) -> tuple[tuple[str, str], ...]:
         if "=" in part:
             key, value = part.split("=", 1)
             try:  # strict: the default replaces invalid UTF-8 with U+FFFD, silently changing values
-                pairs.append((urllib.parse.unquote(key, errors="strict"),
-                              urllib.parse.unquote(value, errors="strict")))
+                pairs.append(
+                    (
+                        urllib.parse.unquote(key, errors="strict"),
+                        urllib.parse.unquote(value, errors="strict"),
+                    )
+                )
             except UnicodeDecodeError:
-                raise InputError(f"{relative}: partition folder {part!r} is not percent-encoded "
-                                 "UTF-8") from None
+                raise InputError(
+                    f"{relative}: partition folder {part!r} is not percent-encoded UTF-8"
+                ) from None
     return tuple(pairs)
 
 
@@ -275,16 +321,18 @@ def matches_pattern(relative: str, pattern: str) -> bool:
     return any(fnmatch.fnmatchcase("/".join(parts[: i + 1]), pattern) for i in range(len(parts)))
 
 
-def list_files(filesystem: pafs.FileSystem, base: str,
-               patterns: Sequence[str] = ("*",)) -> list[pafs.FileInfo]:
+def list_files(
+    filesystem: pafs.FileSystem, base: str, patterns: Sequence[str] = ("*",)
+) -> list[pafs.FileInfo]:
     """Data files under `base` whose relative path, or one of its folders, matches a pattern."""
     try:
         infos = filesystem.get_file_info(pafs.FileSelector(base, recursive=True))
     except FileNotFoundError:
         raise InputError(f"input folder {base} does not exist") from None
     except NotADirectoryError:
-        raise InputError(f"input {base} is a file; give the folder that holds the Parquet "
-                         "files") from None
+        raise InputError(
+            f"input {base} is a file; give the folder that holds the Parquet files"
+        ) from None
     chosen = []
     for info in infos:
         if info.type != pafs.FileType.File:
@@ -302,8 +350,10 @@ def list_files(filesystem: pafs.FileSystem, base: str,
         for info in chosen:
             real = os.path.realpath(info.path)
             if real in seen:
-                raise InputError(f"{info.path} and {seen[real]} are the same file (through a "
-                                 "symbolic link); its rows would be read twice")
+                raise InputError(
+                    f"{info.path} and {seen[real]} are the same file (through a "
+                    "symbolic link); its rows would be read twice"
+                )
             seen[real] = info.path
     return sorted(chosen, key=lambda i: i.path)
 
@@ -314,8 +364,10 @@ def _check_unique_names(path: str, schema: pa.Schema) -> None:
     seen = set()
     for name in schema.names:
         if name in seen:
-            raise InputError(f"{path}: column {name!r} appears {schema.names.count(name)} times; "
-                             "rename the duplicates (tf.Example features need unique names)")
+            raise InputError(
+                f"{path}: column {name!r} appears {schema.names.count(name)} times; "
+                "rename the duplicates (tf.Example features need unique names)"
+            )
         seen.add(name)
 
 
@@ -329,31 +381,50 @@ def _read_footer(filesystem: pafs.FileSystem, base: str, info: pafs.FileInfo) ->
     _check_unique_names(info.path, schema)
     relative = posixpath.relpath(info.path, base)
     return ParquetFileInfo(
-        path=info.path, relative=relative, partitions=_partitions_of(relative),
+        path=info.path,
+        relative=relative,
+        partitions=_partitions_of(relative),
         num_rows=metadata.num_rows,
-        row_group_rows=tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)),
-        schema=schema.remove_metadata(), size=info.size, mtime_ns=info.mtime_ns or 0,
-        column_stats=_footer_stats(metadata, schema))
+        row_group_rows=tuple(
+            metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)
+        ),
+        schema=schema.remove_metadata(),
+        size=info.size,
+        mtime_ns=info.mtime_ns or 0,
+        column_stats=_footer_stats(metadata, schema),
+    )
 
 
 def _family(t: pa.DataType) -> str:
     # Types that mean the same values whatever their width or encoding. bool and int64, or a
     # time32("ms") and a timestamp("ms"), write the same feature kind but mean different things.
-    for family, test in (("integer", pa.types.is_integer), ("floating", pa.types.is_floating),
-                         ("decimal", pa.types.is_decimal), ("timestamp", pa.types.is_timestamp),
-                         ("date", pa.types.is_date), ("time", pa.types.is_time),
-                         ("duration", pa.types.is_duration)):
+    for family, test in (
+        ("integer", pa.types.is_integer),
+        ("floating", pa.types.is_floating),
+        ("decimal", pa.types.is_decimal),
+        ("timestamp", pa.types.is_timestamp),
+        ("date", pa.types.is_date),
+        ("time", pa.types.is_time),
+        ("duration", pa.types.is_duration),
+    ):
         if test(t):
             return family
-    if (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
-            or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t)):
+    if (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_fixed_size_binary(t)
+    ):
         return "bytes"
     return str(t)
 
 
 def _signature(field: pa.Field, decimal_as: str):
-    return [(f.name, f.kind, f.list_sizes, f.unit, _family(f.leaf_type)) for f in
-            features_of(pa.schema([field]), decimal_as)]
+    return [
+        (f.name, f.kind, f.list_sizes, f.unit, _family(f.leaf_type))
+        for f in features_of(pa.schema([field]), decimal_as)
+    ]
 
 
 def _wider(a: pa.DataType, b: pa.DataType) -> pa.DataType:
@@ -383,20 +454,31 @@ def unify_schemas(files: Sequence[ParquetFileInfo], decimal_as: str = "float") -
                 continue
             first, first_info = fields[field.name]
             if signature != _signature(first, decimal_as) and not (
-                    pa.types.is_null(first.type) or pa.types.is_null(field.type)):
+                pa.types.is_null(first.type) or pa.types.is_null(field.type)
+            ):
                 raise InputError(
                     f"column {field.name!r} is {first.type} in {first_info.path} but {field.type} in "
-                    f"{info.path}: these types do not convert to the same tf.Example feature")
+                    f"{info.path}: these types do not convert to the same tf.Example feature"
+                )
             # A column first seen as null-typed takes its type from this file: name this one.
-            owner = info if pa.types.is_null(first.type) and not pa.types.is_null(field.type) \
+            owner = (
+                info
+                if pa.types.is_null(first.type) and not pa.types.is_null(field.type)
                 else first_info
-            fields[field.name] = (first.with_type(_wider(first.type, field.type))
-                                  .with_nullable(first.nullable or field.nullable), owner)
+            )
+            fields[field.name] = (
+                first.with_type(_wider(first.type, field.type)).with_nullable(
+                    first.nullable or field.nullable
+                ),
+                owner,
+            )
     for name, (field, first_info) in fields.items():
         for info in files:
             if info.schema.get_field_index(name) < 0 and not field.nullable:
-                raise InputError(f"column {name!r} is required (not nullable) in {first_info.path} "
-                                 f"but missing from {info.path}")
+                raise InputError(
+                    f"column {name!r} is required (not nullable) in {first_info.path} "
+                    f"but missing from {info.path}"
+                )
     return pa.schema([field for field, _ in fields.values()])
 
 
@@ -409,31 +491,40 @@ def _partition_schema(files: Sequence[ParquetFileInfo], types: Mapping[str, str]
     for key, values in keys.items():
         wanted = types.get(key)
         if wanted not in (None, "int", "string"):
-            raise ValueError(f"partition type for {key!r} must be 'int' or 'string', not {wanted!r}")
+            raise ValueError(
+                f"partition type for {key!r} must be 'int' or 'string', not {wanted!r}"
+            )
         if wanted is None:
             # Only values an int64 writes back the same: zip=02134 or id=007 stay text.
-            wanted = "int" if all(_INTEGER.match(v) and str(int(v)) == v for v in values) \
-                else "string"
+            wanted = (
+                "int" if all(_INTEGER.match(v) and str(int(v)) == v for v in values) else "string"
+            )
         if wanted == "int":
             bad = next((v for v in values if not _INTEGER.match(v)), None)
             if bad is not None:
-                raise InputError(f"partition {key}={bad!r} is not an integer, but {key!r} was "
-                                 "declared 'int'")
+                raise InputError(
+                    f"partition {key}={bad!r} is not an integer, but {key!r} was declared 'int'"
+                )
         fields.append(pa.field(key, pa.int64() if wanted == "int" else pa.string()))
     for info in files:
         present = [k for k, _ in info.partitions]
         if sorted(present) != sorted(keys):
-            raise InputError(f"{info.path}: partition folders {present} differ from the "
-                             f"dataset's {sorted(keys)}")
+            raise InputError(
+                f"{info.path}: partition folders {present} differ from the dataset's {sorted(keys)}"
+            )
     return fields
 
 
-def open_dataset(input_base: str, patterns: Sequence[str] = ("*",), *,
-                 columns: Optional[Sequence[str]] = None,
-                 exclude_columns: Sequence[str] = (),
-                 partition_filter: Optional[Mapping[str, Sequence[str]]] = None,
-                 partition_types: Optional[Mapping[str, str]] = None,
-                 decimal_as: str = "float") -> Dataset:
+def open_dataset(
+    input_base: str,
+    patterns: Sequence[str] = ("*",),
+    *,
+    columns: Optional[Sequence[str]] = None,
+    exclude_columns: Sequence[str] = (),
+    partition_filter: Optional[Mapping[str, Sequence[str]]] = None,
+    partition_types: Optional[Mapping[str, str]] = None,
+    decimal_as: str = "float",
+) -> Dataset:
     """List, read footers (in parallel) and unify the schema of a partitioned Parquet dataset."""
     filesystem, base = resolve_filesystem(input_base)
     infos = list_files(filesystem, base, patterns)
@@ -442,25 +533,36 @@ def open_dataset(input_base: str, patterns: Sequence[str] = ("*",), *,
     with concurrent.futures.ThreadPoolExecutor(16) as pool:
         files = list(pool.map(lambda i: _read_footer(filesystem, base, i), infos))
     if partition_filter:
-        files = [f for f in files if all(dict(f.partitions).get(k) in set(map(str, v))
-                                          for k, v in partition_filter.items())]
+        files = [
+            f
+            for f in files
+            if all(
+                dict(f.partitions).get(k) in set(map(str, v)) for k, v in partition_filter.items()
+            )
+        ]
         if not files:
-            raise InputError(f"no files under {input_base} pass the partition filter "
-                             f"{dict(partition_filter)}")
+            raise InputError(
+                f"no files under {input_base} pass the partition filter {dict(partition_filter)}"
+            )
     excluded = set(exclude_columns)
     if columns is not None:
         excluded |= {name for f in files for name in f.schema.names if name not in set(columns)}
-    files = [dataclasses.replace(f, schema=pa.schema([x for x in f.schema if x.name not in excluded]))
-             for f in files]
+    files = [
+        dataclasses.replace(f, schema=pa.schema([x for x in f.schema if x.name not in excluded]))
+        for f in files
+    ]
     file_schema = unify_schemas(files, decimal_as)
-    partition_fields = [p for p in _partition_schema(files, partition_types or {})
-                        if p.name not in excluded]
+    partition_fields = [
+        p for p in _partition_schema(files, partition_types or {}) if p.name not in excluded
+    ]
     for field in partition_fields:
         if field.name in file_schema.names:
             owner = next(f for f in files if field.name in f.schema.names)
-            raise InputError(f"{owner.path}: column {field.name!r} is also a partition key in the "
-                             "folder names; rename the column or the partition folders "
-                             f"(exclude_columns=[{field.name!r}] drops both)")
+            raise InputError(
+                f"{owner.path}: column {field.name!r} is also a partition key in the "
+                "folder names; rename the column or the partition folders "
+                f"(exclude_columns=[{field.name!r}] drops both)"
+            )
     schema = pa.schema(list(file_schema) + partition_fields)
     if columns is not None:
         missing = [c for c in columns if c not in schema.names]
@@ -470,8 +572,9 @@ def open_dataset(input_base: str, patterns: Sequence[str] = ("*",), *,
         features_of(schema, decimal_as)
     except ValueError as e:
         raise InputError(f"{input_base}: {e}") from None
-    return Dataset(filesystem, base, tuple(files), schema,
-                   tuple(p.name for p in partition_fields), decimal_as)
+    return Dataset(
+        filesystem, base, tuple(files), schema, tuple(p.name for p in partition_fields), decimal_as
+    )
 
 
 def conform(batch: pa.RecordBatch, dataset: Dataset, info: ParquetFileInfo) -> pa.RecordBatch:
@@ -483,26 +586,37 @@ def conform(batch: pa.RecordBatch, dataset: Dataset, info: ParquetFileInfo) -> p
     for field in dataset.schema:
         if field.name in dataset.partition_columns:
             value = partitions[field.name]
-            scalar = pa.array([int(value) if pa.types.is_integer(field.type) else value], field.type)
+            scalar = pa.array(
+                [int(value) if pa.types.is_integer(field.type) else value], field.type
+            )
             arrays.append(scalar.take(pa.array(np.zeros(n, dtype=np.int32))))
         elif field.name in names:
             arrays.append(batch.column(batch.schema.get_field_index(field.name)))
         else:
             arrays.append(pa.nulls(n, field.type))
-    return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(
-        [pa.field(f.name, a.type) for f, a in zip(dataset.schema, arrays)]))
+    return pa.RecordBatch.from_arrays(
+        arrays,
+        schema=pa.schema(
+            [pa.field(f.name, a.type) for f, a in zip(dataset.schema, arrays, strict=True)]
+        ),
+    )
 
 
-def read_batches(dataset: Dataset, info: ParquetFileInfo, row_groups: Sequence[int],
-                 batch_size: int) -> Iterator[pa.RecordBatch]:
+def read_batches(
+    dataset: Dataset, info: ParquetFileInfo, row_groups: Sequence[int], batch_size: int
+) -> Iterator[pa.RecordBatch]:
     """A file's row groups as conformed batches of at most `batch_size` rows (bounded memory)."""
     wanted = set(dataset.schema.names)  # a set: quadratic in columns otherwise
     columns = [name for name in info.schema.names if name in wanted]
     try:
         with dataset.filesystem.open_input_file(info.path) as handle:
             reader = pq.ParquetFile(handle)
-            for batch in reader.iter_batches(batch_size=batch_size, row_groups=list(row_groups),
-                                             columns=columns, use_threads=False):
+            for batch in reader.iter_batches(
+                batch_size=batch_size,
+                row_groups=list(row_groups),
+                columns=columns,
+                use_threads=False,
+            ):
                 yield conform(batch, dataset, info)
     except (pa.ArrowException, OSError) as e:
         raise InputError(f"{info.path}: reading failed ({e})") from None

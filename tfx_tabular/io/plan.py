@@ -2,6 +2,7 @@
 and the shards (row groups dealt into files). No Beam here: planning fails on bad input before a
 pipeline starts, and the components' specs and the CLI take their defaults from these classes.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -37,32 +38,47 @@ class Splits:
         return [name for name, _ in self.buckets]
 
 
-def splits_by_partition(dataset: Dataset, key: str, values: Mapping[str, Sequence[str]] = None,
-                        last: int = 0, last_split: str = "eval", rest: str = "train") -> Splits:
+def splits_by_partition(
+    dataset: Dataset,
+    key: str,
+    values: Mapping[str, Sequence[str]] = None,
+    last: int = 0,
+    last_split: str = "eval",
+    rest: str = "train",
+) -> Splits:
     """Splits by a partition value: explicit `values` per split, or the `last` N values → eval."""
     if key not in dataset.partition_columns:
-        raise InputError(f"{key!r} is not a partition key of {dataset.base} "
-                         f"(keys: {list(dataset.partition_columns)})")
+        raise InputError(
+            f"{key!r} is not a partition key of {dataset.base} "
+            f"(keys: {list(dataset.partition_columns)})"
+        )
     by_value: dict[str, str] = {}
     for split, split_values in (values or {}).items():
         by_value.update({str(v): split for v in split_values})
     if last:
         integer = pa.types.is_integer(dataset.schema.field(key).type)
-        distinct = sorted({dict(f.partitions)[key] for f in dataset.files},
-                          key=(int if integer else str))
+        distinct = sorted(
+            {dict(f.partitions)[key] for f in dataset.files}, key=(int if integer else str)
+        )
         if len(distinct) <= last:
-            raise InputError(f"partition {key!r} has {len(distinct)} values; cannot hold out {last}")
+            raise InputError(
+                f"partition {key!r} has {len(distinct)} values; cannot hold out {last}"
+            )
         by_value.update({v: last_split for v in distinct[-last:]})
-    return Splits(file_splits={f.relative: by_value.get(dict(f.partitions)[key], rest)
-                               for f in dataset.files})
+    return Splits(
+        file_splits={f.relative: by_value.get(dict(f.partitions)[key], rest) for f in dataset.files}
+    )
 
 
 def splits_by_patterns(dataset: Dataset, patterns: Mapping[str, str]) -> Splits:
     """Splits like FileBasedExampleGen's input_config: a glob (relative to the base) per split."""
     file_splits = {}
     for info in dataset.files:
-        matches = [name for name, pattern in patterns.items()
-                   if parquet.matches_pattern(info.relative, pattern)]
+        matches = [
+            name
+            for name, pattern in patterns.items()
+            if parquet.matches_pattern(info.relative, pattern)
+        ]
         if len(matches) > 1:
             raise InputError(f"{info.path} matches the patterns of splits {matches}")
         if matches:
@@ -72,18 +88,26 @@ def splits_by_patterns(dataset: Dataset, patterns: Mapping[str, str]) -> Splits:
     used = set(file_splits.values())
     empty = [f"{name}: {pattern!r}" for name, pattern in patterns.items() if name not in used]
     if empty:
-        raise InputError(f"split patterns match no Parquet file under {dataset.base}: "
-                         f"{', '.join(empty)}")
+        raise InputError(
+            f"split patterns match no Parquet file under {dataset.base}: {', '.join(empty)}"
+        )
     return Splits(file_splits=file_splits)
 
 
-def plan_conversion(input_base: str, *, patterns: Optional[Mapping[str, str]] = None,
-                    buckets: Optional[Mapping[str, int]] = None, split_keys: Sequence[str] = (),
-                    split_by_partition: Optional[str] = None, eval_last_partitions: int = 1,
-                    columns: Optional[Sequence[str]] = None, exclude_columns: Sequence[str] = (),
-                    partition_filter: Optional[Mapping[str, Sequence[str]]] = None,
-                    partition_types: Optional[Mapping[str, str]] = None,
-                    decimal_as: str = "float") -> tuple[Dataset, Splits]:
+def plan_conversion(
+    input_base: str,
+    *,
+    patterns: Optional[Mapping[str, str]] = None,
+    buckets: Optional[Mapping[str, int]] = None,
+    split_keys: Sequence[str] = (),
+    split_by_partition: Optional[str] = None,
+    eval_last_partitions: int = 1,
+    columns: Optional[Sequence[str]] = None,
+    exclude_columns: Sequence[str] = (),
+    partition_filter: Optional[Mapping[str, Sequence[str]]] = None,
+    partition_types: Optional[Mapping[str, str]] = None,
+    decimal_as: str = "float",
+) -> tuple[Dataset, Splits]:
     """Open the dataset and choose its splits, from the options the CLI and the component share.
 
     Several `patterns` → one split per pattern; otherwise `split_by_partition` (the last
@@ -92,8 +116,14 @@ def plan_conversion(input_base: str, *, patterns: Optional[Mapping[str, str]] = 
     """
     patterns = dict(patterns or {"single_split": "*"})
     dataset = parquet.open_dataset(
-        input_base, list(patterns.values()), columns=columns, exclude_columns=exclude_columns,
-        partition_filter=partition_filter, partition_types=partition_types, decimal_as=decimal_as)
+        input_base,
+        list(patterns.values()),
+        columns=columns,
+        exclude_columns=exclude_columns,
+        partition_filter=partition_filter,
+        partition_types=partition_types,
+        decimal_as=decimal_as,
+    )
     if len(patterns) > 1:
         return dataset, splits_by_patterns(dataset, patterns)
     if split_by_partition:
@@ -126,7 +156,9 @@ class OutputOptions:
 def plan_shards(dataset: Dataset, num_shards: int) -> list[list[tuple[int, tuple[int, ...]]]]:
     """Row groups dealt into shards of about equal rows (deterministic); each item is
     (file index, row group indices)."""
-    units = [(i, g, rows) for i, f in enumerate(dataset.files) for g, rows in enumerate(f.row_group_rows)]
+    units = [
+        (i, g, rows) for i, f in enumerate(dataset.files) for g, rows in enumerate(f.row_group_rows)
+    ]
     if num_shards <= 0:
         num_shards = max(2, round(dataset.num_rows / 1_000_000))
     num_shards = max(1, min(num_shards, len(units)))

@@ -7,6 +7,7 @@ artifact types and metadata passed between tasks), not the Python pipeline it ca
 Not supported (each fails naming the task): importer and resolver executors, output parameters
 consumed by other tasks, conditions, loops, sub-DAGs, and placeholders other than `{{$}}`.
 """
+
 from __future__ import annotations
 
 import glob
@@ -35,8 +36,9 @@ def load_compiled(compiled_path: str):
 
     try:
         with open(compiled_path) as handle:
-            document = (json.load(handle) if compiled_path.endswith(".json")
-                        else yaml.safe_load(handle))
+            document = (
+                json.load(handle) if compiled_path.endswith(".json") else yaml.safe_load(handle)
+            )
     except (OSError, ValueError, yaml.YAMLError) as e:
         raise RunError(f"cannot read {compiled_path}: {e}") from e
     if not isinstance(document, dict):
@@ -49,13 +51,17 @@ def load_compiled(compiled_path: str):
         else:
             spec = json_format.ParseDict(document, pipeline_spec_pb2.PipelineSpec())
             runtime_values = {}
-        deployment = json_format.ParseDict(json_format.MessageToDict(spec.deployment_spec),
-                                           pipeline_spec_pb2.PipelineDeploymentConfig())
+        deployment = json_format.ParseDict(
+            json_format.MessageToDict(spec.deployment_spec),
+            pipeline_spec_pb2.PipelineDeploymentConfig(),
+        )
     except json_format.ParseError as e:
         raise RunError(f"{compiled_path} is not a valid compiled pipeline: {e}") from e
-    root_values = {name: definition.default_value
-                   for name, definition in spec.root.input_definitions.parameters.items()
-                   if definition.HasField("default_value")}
+    root_values = {
+        name: definition.default_value
+        for name, definition in spec.root.input_definitions.parameters.items()
+        if definition.HasField("default_value")
+    }
     root_values.update(runtime_values)
     return spec, deployment, root_values
 
@@ -66,11 +72,15 @@ def task_order(spec) -> List[str]:
     for name, task in tasks.items():
         for key, artifact in task.inputs.artifacts.items():
             if not artifact.HasField("task_output_artifact"):
-                raise RunError(f"task {name}: input artifact {key!r} is not another task's output "
-                               "(pipeline input artifacts are not supported)")
-    upstream = {name: set(task.dependent_tasks) | {
-        a.task_output_artifact.producer_task for a in task.inputs.artifacts.values()}
-        for name, task in tasks.items()}
+                raise RunError(
+                    f"task {name}: input artifact {key!r} is not another task's output "
+                    "(pipeline input artifacts are not supported)"
+                )
+    upstream = {
+        name: set(task.dependent_tasks)
+        | {a.task_output_artifact.producer_task for a in task.inputs.artifacts.values()}
+        for name, task in tasks.items()
+    }
     for name, producers in upstream.items():
         unknown = producers - set(tasks)
         if unknown:
@@ -79,7 +89,9 @@ def task_order(spec) -> List[str]:
     while len(order) < len(tasks):
         ready = sorted(n for n in tasks if n not in order and upstream[n] <= set(order))
         if not ready:
-            raise RunError(f"tasks {sorted(set(tasks) - set(order))} depend on each other in a cycle")
+            raise RunError(
+                f"tasks {sorted(set(tasks) - set(order))} depend on each other in a cycle"
+            )
         order.extend(ready)
     return order
 
@@ -93,13 +105,16 @@ def _container(name: str, task, spec, deployment):
     if component.WhichOneof("implementation") != "executor_label":
         raise RunError(f"task {name} is a sub-DAG, which run-compiled does not run")
     if component.executor_label not in deployment.executors:
-        raise RunError(f"task {name}: executor {component.executor_label!r} is not in the "
-                       "deploymentSpec")
+        raise RunError(
+            f"task {name}: executor {component.executor_label!r} is not in the deploymentSpec"
+        )
     executor = deployment.executors[component.executor_label]
     kind = executor.WhichOneof("spec")
     if kind != "container":
-        raise RunError(f"task {name} has a {kind} executor ({component.executor_label}): "
-                       "run-compiled runs container executors only")
+        raise RunError(
+            f"task {name} has a {kind} executor ({component.executor_label}): "
+            "run-compiled runs container executors only"
+        )
     return component, executor.container
 
 
@@ -114,14 +129,18 @@ def _artifact_type(name: str, key: str, artifact_spec):
         title = (yaml.safe_load(type_schema.instance_schema) or {}).get("title")
     if not title:
         raise RunError(f"task {name}: output {key!r} has no artifact type title")
-    return pipeline_spec_pb2.ArtifactTypeSchema(schema_title=title,
-                                                schema_version=type_schema.schema_version)
+    return pipeline_spec_pb2.ArtifactTypeSchema(
+        schema_title=title, schema_version=type_schema.schema_version
+    )
 
 
 def _next_execution_id(pipeline_root: str) -> int:
     """One more than any execution folder (`<root>/<task>/<output>/<id>`) of earlier runs."""
-    ids = [int(os.path.basename(p)) for p in glob.glob(os.path.join(pipeline_root, "*", "*", "*"))
-           if os.path.basename(p).isdigit()]
+    ids = [
+        int(os.path.basename(p))
+        for p in glob.glob(os.path.join(pipeline_root, "*", "*", "*"))
+        if os.path.basename(p).isdigit()
+    ]
     return max(ids, default=0) + 1
 
 
@@ -135,22 +154,37 @@ def parameter_values(name: str, task, root_values: dict) -> dict:
             value = parameter.runtime_value.constant
         elif kind == "component_input_parameter":
             if parameter.component_input_parameter not in root_values:
-                raise RunError(f"task {name}: parameter {key!r} takes the pipeline parameter "
-                               f"{parameter.component_input_parameter!r}, which has no value")
+                raise RunError(
+                    f"task {name}: parameter {key!r} takes the pipeline parameter "
+                    f"{parameter.component_input_parameter!r}, which has no value"
+                )
             value = root_values[parameter.component_input_parameter]
         else:  # taskOutputParameter, taskFinalStatus, schemaVersion 2.0.0's constantValue
-            source = parameter.runtime_value.WhichOneof("value") if kind == "runtime_value" else kind
-            raise RunError(f"task {name}: parameter {key!r} comes from a {source}; run-compiled "
-                           "passes constants and pipeline parameters (schemaVersion 2.1.0) only")
+            source = (
+                parameter.runtime_value.WhichOneof("value") if kind == "runtime_value" else kind
+            )
+            raise RunError(
+                f"task {name}: parameter {key!r} comes from a {source}; run-compiled "
+                "passes constants and pipeline parameters (schemaVersion 2.1.0) only"
+            )
         if parameter.parameter_expression_selector:
-            raise RunError(f"task {name}: parameter {key!r} has an expression selector, which "
-                           "run-compiled does not support")
+            raise RunError(
+                f"task {name}: parameter {key!r} has an expression selector, which "
+                "run-compiled does not support"
+            )
         values[key] = value
     return values
 
 
-def build_executor_input(name: str, task, component, parameters: dict, produced: Dict[str, dict],
-                         pipeline_root: str, execution_id: int):
+def build_executor_input(
+    name: str,
+    task,
+    component,
+    parameters: dict,
+    produced: Dict[str, dict],
+    pipeline_root: str,
+    execution_id: int,
+):
     """The ExecutorInput of one task: its parameters as parameterValues, upstream outputs as
     input artifacts, and fresh output artifacts under the pipeline root."""
     from kfp.pipeline_spec import pipeline_spec_pb2
@@ -162,17 +196,22 @@ def build_executor_input(name: str, task, component, parameters: dict, produced:
         producer = artifact.task_output_artifact
         upstream = produced[producer.producer_task]
         if producer.output_artifact_key not in upstream:
-            raise RunError(f"task {name}: input {key!r} wants output "
-                           f"{producer.output_artifact_key!r} of task {producer.producer_task}, "
-                           "which has no such output")
+            raise RunError(
+                f"task {name}: input {key!r} wants output "
+                f"{producer.output_artifact_key!r} of task {producer.producer_task}, "
+                "which has no such output"
+            )
         executor_input.inputs.artifacts[key].artifacts.add().CopyFrom(
-            upstream[producer.output_artifact_key])
+            upstream[producer.output_artifact_key]
+        )
     for key, artifact_spec in component.output_definitions.artifacts.items():
         uri = os.path.join(pipeline_root, name, key, str(execution_id))
         os.makedirs(uri)  # fails rather than mixing two runs' files in one folder
         executor_input.outputs.artifacts[key].artifacts.add(
-            name=os.path.relpath(uri, pipeline_root), uri=uri,
-            type=_artifact_type(name, key, artifact_spec))
+            name=os.path.relpath(uri, pipeline_root),
+            uri=uri,
+            type=_artifact_type(name, key, artifact_spec),
+        )
     executor_input.outputs.output_file = os.path.join(pipeline_root, name, "executor_output.json")
     return executor_input
 
@@ -181,10 +220,13 @@ def substitute_placeholders(name: str, arguments, executor_input_json: str) -> L
     """`{{$}}` → the ExecutorInput JSON; any other placeholder fails, naming it. TFX's compiled
     tasks use `{{$}}` only; the others (e.g. `{{$.outputs.artifacts['y'].uri}}`) belong to
     containers that write no ExecutorOutput, which this runner needs to pass artifacts on."""
+
     def replace(match: re.Match) -> str:
         if match.group(0) != "{{$}}":
-            raise RunError(f"task {name}: placeholder {match.group(0)} is not supported by "
-                           "run-compiled (only {{$}}, the ExecutorInput)")
+            raise RunError(
+                f"task {name}: placeholder {match.group(0)} is not supported by "
+                "run-compiled (only {{$}}, the ExecutorInput)"
+            )
         return executor_input_json
 
     return [PLACEHOLDER.sub(replace, argument) for argument in arguments]
@@ -192,21 +234,25 @@ def substitute_placeholders(name: str, arguments, executor_input_json: str) -> L
 
 def _run_command(name: str, what: str, command: List[str], env: dict, log_path: str) -> None:
     if not command:
-        raise RunError(f"task {name}: the {what} has no command (the image's entrypoint is "
-                       "unknown here)")
+        raise RunError(
+            f"task {name}: the {what} has no command (the image's entrypoint is unknown here)"
+        )
     if command[0] in ("python", "python3"):  # the image's Python is this environment's
         command = [sys.executable] + command[1:]
     with open(log_path, "ab") as log:
         try:
-            returncode = subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL).returncode
+            returncode = subprocess.run(
+                command, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            ).returncode
         except OSError as e:
             raise RunError(f"task {name}: cannot start its {what} {command[0]!r}: {e}") from e
     if returncode:
         with open(log_path, errors="replace") as log:
             tail = "".join(log.readlines()[-LOG_TAIL_LINES:])
-        raise RunError(f"task {name} failed: its {what} exited with code {returncode}. "
-                       f"Last lines of {log_path}:\n{tail}")
+        raise RunError(
+            f"task {name} failed: its {what} exited with code {returncode}. "
+            f"Last lines of {log_path}:\n{tail}"
+        )
 
 
 def run_task(name: str, container, executor_input, log_path: str):
@@ -224,11 +270,26 @@ def run_task(name: str, container, executor_input, log_path: str):
     env = {**os.environ, **{variable.name: variable.value for variable in container.env}}
     pre_cache_check = container.lifecycle.pre_cache_check
     if pre_cache_check.command or pre_cache_check.args:
-        _run_command(name, "preCacheCheck", substitute_placeholders(
-            name, list(pre_cache_check.command) + list(pre_cache_check.args), executor_input_json),
-            env, log_path)
-    _run_command(name, "command", substitute_placeholders(
-        name, list(container.command) + list(container.args), executor_input_json), env, log_path)
+        _run_command(
+            name,
+            "preCacheCheck",
+            substitute_placeholders(
+                name,
+                list(pre_cache_check.command) + list(pre_cache_check.args),
+                executor_input_json,
+            ),
+            env,
+            log_path,
+        )
+    _run_command(
+        name,
+        "command",
+        substitute_placeholders(
+            name, list(container.command) + list(container.args), executor_input_json
+        ),
+        env,
+        log_path,
+    )
     if not os.path.exists(output_file):
         raise RunError(f"task {name} exited without writing its ExecutorOutput to {output_file}")
     with open(output_file) as handle:
@@ -264,14 +325,24 @@ def run_compiled(compiled_path: str, pipeline_root: str) -> dict:
     containers = {name: _container(name, tasks[name], spec, deployment) for name in order}
     parameters = {name: parameter_values(name, tasks[name], root_values) for name in order}
     first_id = _next_execution_id(pipeline_root)
-    print(f"running {len(order)} tasks of {spec.pipeline_info.name!r} from {compiled_path} "
-          f"→ {pipeline_root}", flush=True)
+    print(
+        f"running {len(order)} tasks of {spec.pipeline_info.name!r} from {compiled_path} "
+        f"→ {pipeline_root}",
+        flush=True,
+    )
     produced: Dict[str, dict] = {}
     start = time.perf_counter()
     for index, name in enumerate(order):
         component, container = containers[name]
-        executor_input = build_executor_input(name, tasks[name], component, parameters[name],
-                                              produced, pipeline_root, first_id + index)
+        executor_input = build_executor_input(
+            name,
+            tasks[name],
+            component,
+            parameters[name],
+            produced,
+            pipeline_root,
+            first_id + index,
+        )
         log_path = os.path.join(pipeline_root, name, "executor.log")
         print(f"[{index + 1}/{len(order)}] {name} (log: {log_path})", flush=True)
         task_start = time.perf_counter()
@@ -283,5 +354,7 @@ def run_compiled(compiled_path: str, pipeline_root: str) -> dict:
         for key, artifact in outputs.items():
             if artifact.type.schema_title == "tfx.Model":
                 print(f"Model ({name}.{key}): {artifact.uri}")
-    return {name: {key: artifact.uri for key, artifact in outputs.items()}
-            for name, outputs in produced.items()}
+    return {
+        name: {key: artifact.uri for key, artifact in outputs.items()}
+        for name, outputs in produced.items()
+    }

@@ -10,6 +10,7 @@ What TFX's runner leaves to us, and why:
   parameters, which do not change when files under `input_base` do (locally TFX's cache keys on
   the input fingerprint instead; on KFP the executor computes it and records it on the artifact).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -45,7 +46,8 @@ def resource_spec(target: str, resources: TrainerResources):
     if resources.gpus < 0:
         raise CompileError(f"the GPU count must be ≥ 0, not {resources.gpus}")
     spec = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec(
-        cpu_limit=resources.cpu_limit, memory_limit=resources.memory_limit_gib)
+        cpu_limit=resources.cpu_limit, memory_limit=resources.memory_limit_gib
+    )
     if resources.gpus:
         gpu_type = resources.gpu_type or (KUBEFLOW_GPU if target == "kubeflow" else None)
         if target == "vertex":
@@ -71,11 +73,17 @@ def _check_compilable(pipeline) -> None:
         if node.exec_properties.get("module_file"):
             raise CompileError(
                 f"{node.id} has a module_file, which TFX would package into pipeline_root at "
-                "compile time; give an importable path (model_fn / preprocessing_fn) instead")
+                "compile time; give an importable path (model_fn / preprocessing_fn) instead"
+            )
 
 
-def compile_pipeline(pipeline, target: str, image: str, output_path: str,
-                     resources: TrainerResources = TrainerResources()) -> dict:
+def compile_pipeline(
+    pipeline,
+    target: str,
+    image: str,
+    output_path: str,
+    resources: TrainerResources = TrainerResources(),
+) -> dict:
     """Write the compiled pipeline to `output_path` and return it as a dict (the PipelineSpec for
     kubeflow, the PipelineJob for vertex). Touches no cloud storage."""
     from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
@@ -89,17 +97,25 @@ def compile_pipeline(pipeline, target: str, image: str, output_path: str,
         if trainer is None:
             raise CompileError(f"the pipeline has no {TRAINER_ID} to give resources to")
         if trainer.exec_properties.get("custom_config"):
-            raise CompileError(f"{TRAINER_ID} trains on a Vertex AI training job: give the "
-                               "accelerators and machine to the job, not to its launching task")
+            raise CompileError(
+                f"{TRAINER_ID} trains on a Vertex AI training job: give the "
+                "accelerators and machine to the job, not to its launching task"
+            )
         trainer.with_platform_config(platform_config)
     root = pipeline.pipeline_info.pipeline_root
-    if trainer is not None and trainer.exec_properties.get("custom_config") and (
-            not str(root).startswith("gs://")):
-        raise CompileError(f"{TRAINER_ID} trains on a Vertex AI training job, whose replicas "
-                           f"read and write artifacts under the pipeline root: it must be a "
-                           f"gs:// URI, not {root}")
+    if (
+        trainer is not None
+        and trainer.exec_properties.get("custom_config")
+        and (not str(root).startswith("gs://"))
+    ):
+        raise CompileError(
+            f"{TRAINER_ID} trains on a Vertex AI training job, whose replicas "
+            f"read and write artifacts under the pipeline root: it must be a "
+            f"gs:// URI, not {root}"
+        )
     runner = v2.KubeflowV2DagRunner(
-        config=v2.KubeflowV2DagRunnerConfig(default_image=image, use_pipeline_spec_2_1=True))
+        config=v2.KubeflowV2DagRunnerConfig(default_image=image, use_pipeline_spec_2_1=True)
+    )
     job = runner.run(pipeline, write_out=False)
     spec = job["pipelineSpec"]
     example_gen = spec["root"]["dag"]["tasks"].get(EXAMPLE_GEN_ID)
@@ -118,9 +134,17 @@ def compile_pipeline(pipeline, target: str, image: str, output_path: str,
     return job
 
 
-def submit(compiled_path: str, project: str, region: str, *, pipeline_root: Optional[str] = None,
-           service_account: Optional[str] = None, enable_caching: Optional[bool] = None,
-           display_name: Optional[str] = None, dry_run: bool = False) -> dict:
+def submit(
+    compiled_path: str,
+    project: str,
+    region: str,
+    *,
+    pipeline_root: Optional[str] = None,
+    service_account: Optional[str] = None,
+    enable_caching: Optional[bool] = None,
+    display_name: Optional[str] = None,
+    dry_run: bool = False,
+) -> dict:
     """Submit a compiled pipeline as a Vertex AI PipelineJob; returns the CreatePipelineJob
     request. `dry_run` builds the same request with anonymous credentials and sends nothing."""
     from google.auth import credentials as auth_credentials
@@ -129,13 +153,20 @@ def submit(compiled_path: str, project: str, region: str, *, pipeline_root: Opti
 
     job = aiplatform.PipelineJob(
         display_name=display_name or os.path.splitext(os.path.basename(compiled_path))[0],
-        template_path=compiled_path, pipeline_root=pipeline_root, enable_caching=enable_caching,
-        project=project, location=region,
-        credentials=auth_credentials.AnonymousCredentials() if dry_run else None)
+        template_path=compiled_path,
+        pipeline_root=pipeline_root,
+        enable_caching=enable_caching,
+        project=project,
+        location=region,
+        credentials=auth_credentials.AnonymousCredentials() if dry_run else None,
+    )
     if service_account:
         job._gca_resource.service_account = service_account  # what submit() sets
-    request = {"parent": job._parent, "pipelineJobId": job.job_id,
-               "pipelineJob": json_format.MessageToDict(job._gca_resource._pb)}
+    request = {
+        "parent": job._parent,
+        "pipelineJobId": job.job_id,
+        "pipelineJob": json_format.MessageToDict(job._gca_resource._pb),
+    }
     if not dry_run:
         job.submit(service_account=service_account)
         request["name"] = job.resource_name

@@ -1,6 +1,7 @@
 """The tfx-tabular pipeline: ParquetExampleGen → ParquetSchemaGen → TabularTrainer, with optional
 stock StatisticsGen + ExampleValidator, Transform and Evaluator (their presence shows our
 artifacts are standard TFX artifacts)."""
+
 from __future__ import annotations
 
 import os
@@ -9,19 +10,31 @@ from typing import Optional, Sequence
 DEFAULT_PREPROCESSING_FN = "tfx_tabular.pipelines.preprocessing.preprocessing_fn"
 
 
-def create_pipeline(pipeline_name: str, pipeline_root: str, data_root: str, *,
-                    label: str = "label", metadata_path: Optional[str] = None,
-                    split_by_partition: Optional[str] = None,
-                    eval_last_partitions: Optional[int] = None,
-                    curated_schema: Optional[str] = None, schema_statistics: bool = False,
-                    epochs: Optional[int] = None, train_steps: Optional[int] = None,
-                    batch_size: Optional[int] = None,
-                    eval_steps: Optional[int] = None, model_fn: Optional[str] = None,
-                    with_statistics: bool = False, with_transform: bool = False,
-                    preprocessing_fn: str = DEFAULT_PREPROCESSING_FN,
-                    with_evaluator: bool = False, distribution: Optional[str] = None,
-                    beam_pipeline_args: Sequence[str] = (), enable_cache: bool = True,
-                    vertex_training=None):
+def create_pipeline(
+    pipeline_name: str,
+    pipeline_root: str,
+    data_root: str,
+    *,
+    label: str = "label",
+    metadata_path: Optional[str] = None,
+    split_by_partition: Optional[str] = None,
+    eval_last_partitions: Optional[int] = None,
+    curated_schema: Optional[str] = None,
+    schema_statistics: bool = False,
+    epochs: Optional[int] = None,
+    train_steps: Optional[int] = None,
+    batch_size: Optional[int] = None,
+    eval_steps: Optional[int] = None,
+    model_fn: Optional[str] = None,
+    with_statistics: bool = False,
+    with_transform: bool = False,
+    preprocessing_fn: str = DEFAULT_PREPROCESSING_FN,
+    with_evaluator: bool = False,
+    distribution: Optional[str] = None,
+    beam_pipeline_args: Sequence[str] = (),
+    enable_cache: bool = True,
+    vertex_training=None,
+):
     """A `tfx.dsl.Pipeline`. `metadata_path` (a SQLite file) is for local runs; compiled Kubeflow
     and Vertex pipelines use their platform's ML Metadata and leave it None. `vertex_training` (a
     `VertexTraining`) makes the Trainer task launch a Vertex AI custom training job. Parameters
@@ -30,30 +43,47 @@ def create_pipeline(pipeline_name: str, pipeline_root: str, data_root: str, *,
 
     from tfx_tabular.components import ParquetExampleGen, ParquetSchemaGen, TabularTrainer
 
-    example_gen = ParquetExampleGen(input_base=data_root, split_by_partition=split_by_partition,
-                                    eval_last_partitions=eval_last_partitions)
-    schema_gen = ParquetSchemaGen(examples=example_gen.outputs["examples"], label=label,
-                                  curated_schema=curated_schema, statistics=schema_statistics)
+    example_gen = ParquetExampleGen(
+        input_base=data_root,
+        split_by_partition=split_by_partition,
+        eval_last_partitions=eval_last_partitions,
+    )
+    schema_gen = ParquetSchemaGen(
+        examples=example_gen.outputs["examples"],
+        label=label,
+        curated_schema=curated_schema,
+        statistics=schema_statistics,
+    )
     components = [example_gen, schema_gen]
     if with_statistics:
         statistics = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
-        validator = tfx.components.ExampleValidator(statistics=statistics.outputs["statistics"],
-                                                    schema=schema_gen.outputs["schema"])
+        validator = tfx.components.ExampleValidator(
+            statistics=statistics.outputs["statistics"], schema=schema_gen.outputs["schema"]
+        )
         components += [statistics, validator]
     transform = None
     if with_transform:
         transform = tfx.components.Transform(
-            examples=example_gen.outputs["examples"], schema=schema_gen.outputs["schema"],
-            preprocessing_fn=preprocessing_fn, custom_config={"label": label},
-            splits_config=tfx.proto.SplitsConfig(analyze=["train"], transform=[]))
+            examples=example_gen.outputs["examples"],
+            schema=schema_gen.outputs["schema"],
+            preprocessing_fn=preprocessing_fn,
+            custom_config={"label": label},
+            splits_config=tfx.proto.SplitsConfig(analyze=["train"], transform=[]),
+        )
         components.append(transform)
     trainer = TabularTrainer(
-        examples=example_gen.outputs["examples"], schema=schema_gen.outputs["schema"],
+        examples=example_gen.outputs["examples"],
+        schema=schema_gen.outputs["schema"],
         transform_graph=transform.outputs["transform_graph"] if transform else None,
         train_args=tfx.proto.TrainArgs(num_steps=train_steps or 0),
-        eval_args=tfx.proto.EvalArgs(num_steps=eval_steps or 0), epochs=epochs,
-        batch_size=batch_size, label=label, model_fn=model_fn, distribution=distribution,
-        vertex_training=vertex_training)
+        eval_args=tfx.proto.EvalArgs(num_steps=eval_steps or 0),
+        epochs=epochs,
+        batch_size=batch_size,
+        label=label,
+        model_fn=model_fn,
+        distribution=distribution,
+        vertex_training=vertex_training,
+    )
     components.append(trainer)
     if with_evaluator:
         import tensorflow_model_analysis as tfma
@@ -61,19 +91,35 @@ def create_pipeline(pipeline_name: str, pipeline_root: str, data_root: str, *,
         eval_config = tfma.EvalConfig(
             model_specs=[tfma.ModelSpec(label_key=label, signature_name="serving_default")],
             slicing_specs=[tfma.SlicingSpec()],
-            metrics_specs=[tfma.MetricsSpec(metrics=[
-                tfma.MetricConfig(class_name="ExampleCount"),
-                tfma.MetricConfig(class_name="AUC"),
-                tfma.MetricConfig(class_name="BinaryAccuracy")])])
-        components.append(tfx.components.Evaluator(
-            examples=example_gen.outputs["examples"], model=trainer.outputs["model"],
-            eval_config=eval_config))
+            metrics_specs=[
+                tfma.MetricsSpec(
+                    metrics=[
+                        tfma.MetricConfig(class_name="ExampleCount"),
+                        tfma.MetricConfig(class_name="AUC"),
+                        tfma.MetricConfig(class_name="BinaryAccuracy"),
+                    ]
+                )
+            ],
+        )
+        components.append(
+            tfx.components.Evaluator(
+                examples=example_gen.outputs["examples"],
+                model=trainer.outputs["model"],
+                eval_config=eval_config,
+            )
+        )
     return tfx.dsl.Pipeline(
-        pipeline_name=pipeline_name, pipeline_root=pipeline_root, components=components,
-        enable_cache=enable_cache, beam_pipeline_args=list(beam_pipeline_args),
+        pipeline_name=pipeline_name,
+        pipeline_root=pipeline_root,
+        components=components,
+        enable_cache=enable_cache,
+        beam_pipeline_args=list(beam_pipeline_args),
         metadata_connection_config=(
             tfx.orchestration.metadata.sqlite_metadata_connection_config(metadata_path)
-            if metadata_path else None))
+            if metadata_path
+            else None
+        ),
+    )
 
 
 def local_metadata_path(pipeline_root: str) -> str:

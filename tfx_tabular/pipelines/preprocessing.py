@@ -4,6 +4,7 @@ vocabularies for categoricals (bytes), z-scores for numerics, the label passed t
 Replace it with your own: `create_pipeline(..., preprocessing_fn="my_project.prep:preprocessing_fn")`.
 Nested lists (RaggedTensor inputs) are left out; write your own function to transform them.
 """
+
 import re
 
 import tensorflow as tf
@@ -21,8 +22,11 @@ def preprocessing_fn(inputs, custom_config):
             continue
         elif x.dtype == tf.string:
             outputs[name] = tft.compute_and_apply_vocabulary(
-                x, top_k=top_k, num_oov_buckets=1,
-                vocab_filename=re.sub(r"[^A-Za-z0-9_]", "_", name))
+                x,
+                top_k=top_k,
+                num_oov_buckets=1,
+                vocab_filename=re.sub(r"[^A-Za-z0-9_]", "_", name),
+            )
         else:
             outputs[name] = tft.scale_to_z_score(tf.cast(x, tf.float32))
     return outputs

@@ -1,4 +1,5 @@
 """The run summary printed after a local pipeline run, read back from ML Metadata."""
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,11 @@ def _inputs_of_producer(store, artifact) -> list:
     producers = [e.execution_id for e in events if e.type == metadata_store_pb2.Event.OUTPUT]
     if not producers:
         return []
-    inputs = [e.artifact_id for e in store.get_events_by_execution_ids(producers)
-              if e.type == metadata_store_pb2.Event.INPUT]
+    inputs = [
+        e.artifact_id
+        for e in store.get_events_by_execution_ids(producers)
+        if e.type == metadata_store_pb2.Event.INPUT
+    ]
     return store.get_artifacts_by_id(inputs) if inputs else []
 
 
@@ -30,15 +34,19 @@ def print_run_report(metadata_path: str, pipeline_name: str) -> None:
         model, run = _latest(store, "Model"), _latest(store, "ModelRun")
         # The Examples and Schema the trainer consumed (Transform also outputs both types).
         trained_on = _inputs_of_producer(store, model) if model else []
-        examples = next((a for a in trained_on if types[a.type_id] == "Examples"),
-                        _latest(store, "Examples"))
-        schema = next((a for a in trained_on if types[a.type_id] == "Schema"),
-                      _latest(store, "Schema"))
+        examples = next(
+            (a for a in trained_on if types[a.type_id] == "Examples"), _latest(store, "Examples")
+        )
+        schema = next(
+            (a for a in trained_on if types[a.type_id] == "Schema"), _latest(store, "Schema")
+        )
         print(f"== {pipeline_name}: summary from ML Metadata ==")
         if examples:
             props = examples.custom_properties
             rows = props["row_counts"].struct_value if "row_counts" in props else {}
-            seconds = props["conversion_seconds"].double_value if "conversion_seconds" in props else 0
+            seconds = (
+                props["conversion_seconds"].double_value if "conversion_seconds" in props else 0
+            )
             total = sum(rows.values())
             print(f"Examples  {examples.uri}")
             for name, count in sorted(rows.items()):
@@ -47,14 +55,18 @@ def print_run_report(metadata_path: str, pipeline_name: str) -> None:
                 print(f"  converted at {total / seconds:,.0f} rows/s ({seconds:.1f} s)")
         if schema:
             num = schema.custom_properties.get("num_features")
-            print(f"Schema    {os.path.join(schema.uri, 'schema.pbtxt')}"
-                  f"  ({num.int_value if num else '?'} features)")
+            print(
+                f"Schema    {os.path.join(schema.uri, 'schema.pbtxt')}"
+                f"  ({num.int_value if num else '?'} features)"
+            )
         if run:
             p = run.custom_properties
             if "examples_per_second" in p:
-                print(f"Training  {p['examples_per_second'].double_value:,.0f} examples/s, waiting "
-                      f"on input: {p['input_wait_fraction'].double_value:.0%}, "
-                      f"{p['total_steps'].int_value} steps on {p['replicas'].int_value} replica(s)")
+                print(
+                    f"Training  {p['examples_per_second'].double_value:,.0f} examples/s, waiting "
+                    f"on input: {p['input_wait_fraction'].double_value:.0%}, "
+                    f"{p['total_steps'].int_value} steps on {p['replicas'].int_value} replica(s)"
+                )
             metrics = {k[5:]: v.double_value for k, v in p.items() if k.startswith("eval_")}
             if metrics:
                 print("Eval      " + ", ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items())))
@@ -66,5 +78,4 @@ def print_run_report(metadata_path: str, pipeline_name: str) -> None:
                 if not parents:
                     break
                 chain.append(next((a for a in parents if types[a.type_id] == "Schema"), parents[0]))
-            print("Lineage   " + " → ".join(
-                f"{types[a.type_id]}#{a.id}" for a in reversed(chain)))
+            print("Lineage   " + " → ".join(f"{types[a.type_id]}#{a.id}" for a in reversed(chain)))

@@ -4,6 +4,7 @@
 
 No TFX imports, and imported lazily: `import tfx_tabular.schemas` loads neither TensorFlow nor TFDV.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -1,4 +1,5 @@
 """A schema as a plain-text table, for `tfx-tabular show-schema`."""
+
 from __future__ import annotations
 
 from tensorflow_metadata.proto.v0 import schema_pb2
@@ -7,8 +8,12 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 def describe(schema) -> str:
     """A schema as a plain-text table: feature, type, shape or value count, presence, domain."""
     rows = [("feature", "type", "values", "presence", "domain", "notes")]
-    ragged = {name for group in schema.tensor_representation_group.values()
-              for name, rep in group.tensor_representation.items() if rep.HasField("ragged_tensor")}
+    ragged = {
+        name
+        for group in schema.tensor_representation_group.values()
+        for name, rep in group.tensor_representation.items()
+        if rep.HasField("ragged_tensor")
+    }
     for f in schema.feature:
         if f.HasField("shape"):
             values = "[" + ", ".join(str(d.size) for d in f.shape.dim) + "]"
@@ -33,7 +38,17 @@ def describe(schema) -> str:
         if f.deprecated:
             notes.append("deprecated")
         notes += [f"not in {e}" for e in f.not_in_environment]
-        rows.append((f.name, schema_pb2.FeatureType.Name(f.type), values,
-                     f"{f.presence.min_fraction:g}", domain, ", ".join(notes)))
+        rows.append(
+            (
+                f.name,
+                schema_pb2.FeatureType.Name(f.type),
+                values,
+                f"{f.presence.min_fraction:g}",
+                domain,
+                ", ".join(notes),
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    )

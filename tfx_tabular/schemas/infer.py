@@ -14,6 +14,7 @@ What the footers tell, per feature:
   `tfx_tabular:unit=<unit>` on time and duration columns;
 * environments TRAINING and SERVING, the label absent in SERVING.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -21,18 +22,20 @@ from typing import Optional
 import pyarrow as pa
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from tfx_tabular.io.parquet import SourceMetadata
 from tfx_tabular.io.mapping import Feature, Kind, features_of
+from tfx_tabular.io.parquet import SourceMetadata
 
 LABEL_TAG = "tfx_tabular:label"
 PARTITION_TAG = "tfx_tabular:partition"
 UNIT_TAG = "tfx_tabular:unit="
 RAGGED_GROUP = ""  # the default tensor representation group, the one TFXIO reads
-_INT64_MAX = 2 ** 63 - 1
+_INT64_MAX = 2**63 - 1
 
 _TIME_FORMATS = {
-    "D": schema_pb2.TimeDomain.UNIX_DAYS, "s": schema_pb2.TimeDomain.UNIX_SECONDS,
-    "ms": schema_pb2.TimeDomain.UNIX_MILLISECONDS, "us": schema_pb2.TimeDomain.UNIX_MICROSECONDS,
+    "D": schema_pb2.TimeDomain.UNIX_DAYS,
+    "s": schema_pb2.TimeDomain.UNIX_SECONDS,
+    "ms": schema_pb2.TimeDomain.UNIX_MILLISECONDS,
+    "us": schema_pb2.TimeDomain.UNIX_MICROSECONDS,
     "ns": schema_pb2.TimeDomain.UNIX_NANOSECONDS,
 }
 
@@ -48,7 +51,7 @@ def _never_null(feature: Feature, summary: SourceMetadata) -> bool:
     if not field.nullable:
         return True
     stats = summary.column_stats.get(feature.column)
-    return (feature.path == () and stats is not None and stats.null_count == 0)
+    return feature.path == () and stats is not None and stats.null_count == 0
 
 
 def _never_present(feature: Feature, summary: SourceMetadata) -> bool:
@@ -60,8 +63,9 @@ def _never_present(feature: Feature, summary: SourceMetadata) -> bool:
     if feature.column in summary.partition_columns or feature.path != ():
         return False  # nested columns carry no per-row null counts in the footers
     stats = summary.column_stats.get(feature.column)
-    return stats is not None and stats.null_count is not None \
-        and stats.null_count >= summary.num_rows
+    return (
+        stats is not None and stats.null_count is not None and stats.null_count >= summary.num_rows
+    )
 
 
 def _set_domain(out: schema_pb2.Feature, feature: Feature, summary: SourceMetadata) -> None:
@@ -75,9 +79,11 @@ def _set_domain(out: schema_pb2.Feature, feature: Feature, summary: SourceMetada
         out.time_domain.integer_format = _TIME_FORMATS[feature.unit]
     elif feature.kind == Kind.INT and stats is not None and stats.min is not None:
         if int(stats.max) > _INT64_MAX:  # a uint64 column; protobuf would raise a bare ValueError
-            raise SchemaError(f"column {feature.column!r}: uint64 values up to {int(stats.max)} "
-                              f"are above the int64 maximum {_INT64_MAX}; tf.Example cannot hold "
-                              "them (exclude the column)")
+            raise SchemaError(
+                f"column {feature.column!r}: uint64 values up to {int(stats.max)} "
+                f"are above the int64 maximum {_INT64_MAX}; tf.Example cannot hold "
+                "them (exclude the column)"
+            )
         out.int_domain.min, out.int_domain.max = int(stats.min), int(stats.max)
     elif feature.kind == Kind.FLOAT and stats is not None and stats.min is not None:
         out.float_domain.min, out.float_domain.max = float(stats.min), float(stats.max)
@@ -92,8 +98,10 @@ def infer_schema(summary: SourceMetadata, label: Optional[str] = None) -> schema
     """The Schema of what ParquetExampleGen writes for `summary`'s source; no data pass."""
     features = features_of(summary.schema, summary.decimal_as)
     if label is not None and label not in {f.name for f in features}:
-        raise SchemaError(f"label {label!r} is not a feature (features: "
-                          f"{', '.join(f.name for f in features[:20])}...)")
+        raise SchemaError(
+            f"label {label!r} is not a feature (features: "
+            f"{', '.join(f.name for f in features[:20])}...)"
+        )
     if label is not None and _never_present(next(f for f in features if f.name == label), summary):
         raise SchemaError(f"label {label!r} is null in every row of the source")
     schema = schema_pb2.Schema()
@@ -114,8 +122,11 @@ def infer_schema(summary: SourceMetadata, label: Optional[str] = None) -> schema
                 out.value_count.min, out.value_count.max = 1, 1
             _set_domain(out, feature, summary)
         if feature.is_ragged_values:
-            ragged = schema.tensor_representation_group[RAGGED_GROUP].tensor_representation[
-                feature.name].ragged_tensor
+            ragged = (
+                schema.tensor_representation_group[RAGGED_GROUP]
+                .tensor_representation[feature.name]
+                .ragged_tensor
+            )
             ragged.feature_path.step.append(feature.name)
             for partition in (f for f in features if f.row_lengths_of == feature.name):
                 ragged.partition.add(row_length=partition.name)
@@ -134,8 +145,18 @@ def label_of(schema: schema_pb2.Schema) -> Optional[str]:
     return labels[0] if labels else None
 
 
-_OVERLAID = ("presence", "shape", "value_count", "value_counts", "domain", "int_domain",
-             "float_domain", "string_domain", "bool_domain", "time_domain")
+_OVERLAID = (
+    "presence",
+    "shape",
+    "value_count",
+    "value_counts",
+    "domain",
+    "int_domain",
+    "float_domain",
+    "string_domain",
+    "bool_domain",
+    "time_domain",
+)
 
 
 def overlay(inferred: schema_pb2.Schema, curated: schema_pb2.Schema) -> schema_pb2.Schema:
@@ -149,17 +170,27 @@ def overlay(inferred: schema_pb2.Schema, curated: schema_pb2.Schema) -> schema_p
     if unknown:
         raise SchemaError(f"the curated schema names features the data does not have: {unknown}")
     # Tensor representations name features too; an unknown one would only fail at parse time.
-    unknown = sorted({name for group, reps in curated.tensor_representation_group.items()
-                      for name in _represented(reps) if name not in by_name})
+    unknown = sorted(
+        {
+            name
+            for group, reps in curated.tensor_representation_group.items()
+            for name in _represented(reps)
+            if name not in by_name
+        }
+    )
     if unknown:
-        raise SchemaError("the curated schema's tensor representations name features the data "
-                          f"does not have: {unknown}")
+        raise SchemaError(
+            "the curated schema's tensor representations name features the data "
+            f"does not have: {unknown}"
+        )
     for user in curated.feature:
         target = by_name[user.name]
         if user.type and user.type != target.type:
-            raise SchemaError(f"feature {user.name!r}: the curated schema says "
-                              f"{schema_pb2.FeatureType.Name(user.type)}, the data is "
-                              f"{schema_pb2.FeatureType.Name(target.type)}")
+            raise SchemaError(
+                f"feature {user.name!r}: the curated schema says "
+                f"{schema_pb2.FeatureType.Name(user.type)}, the data is "
+                f"{schema_pb2.FeatureType.Name(target.type)}"
+            )
         for field in _OVERLAID:
             if user.HasField(field):
                 target.ClearField(field)

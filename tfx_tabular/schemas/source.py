@@ -1,6 +1,7 @@
 """The schema of a source, the one way the CLI and ParquetSchemaGen make it: from a Parquet folder
 or an Examples folder ParquetExampleGen wrote (local or object store), then statistics over a
 sample (optional), then a curated overlay (optional)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -10,8 +11,12 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 
 from tfx_tabular.io import parquet
 from tfx_tabular.schemas.infer import infer_schema, overlay
-from tfx_tabular.schemas.statistics import (DEFAULT_MAX_VOCABULARY, DEFAULT_SAMPLE_ROWS,
-                                            StatisticsReport, statistics_overlay)
+from tfx_tabular.schemas.statistics import (
+    DEFAULT_MAX_VOCABULARY,
+    DEFAULT_SAMPLE_ROWS,
+    StatisticsReport,
+    statistics_overlay,
+)
 
 
 @dataclasses.dataclass
@@ -29,11 +34,18 @@ def _example_files(examples_uri: str) -> list[str]:
     return sorted(tf.io.gfile.glob(f"{examples_uri.rstrip('/')}/Split-*/*"))
 
 
-def schema_of(uri: str, *, label: Optional[str] = None, exclude_columns: Sequence[str] = (),
-              statistics: bool = False, sample_rows: int = DEFAULT_SAMPLE_ROWS,
-              max_vocabulary: int = DEFAULT_MAX_VOCABULARY, curated: Optional[str] = None,
-              beam_pipeline_args: Sequence[str] = (),
-              examples: Optional[bool] = None) -> InferredSchema:
+def schema_of(
+    uri: str,
+    *,
+    label: Optional[str] = None,
+    exclude_columns: Sequence[str] = (),
+    statistics: bool = False,
+    sample_rows: int = DEFAULT_SAMPLE_ROWS,
+    max_vocabulary: int = DEFAULT_MAX_VOCABULARY,
+    curated: Optional[str] = None,
+    beam_pipeline_args: Sequence[str] = (),
+    examples: Optional[bool] = None,
+) -> InferredSchema:
     """Infer the schema of `uri`: an Examples folder ParquetExampleGen wrote (`examples=True`),
     a Parquet folder (False), or whichever it is (None). `exclude_columns` are left out."""
     from tfx_tabular import schemas
@@ -45,12 +57,17 @@ def schema_of(uri: str, *, label: Optional[str] = None, exclude_columns: Sequenc
     else:
         dataset = parquet.open_dataset(uri, exclude_columns=exclude_columns)
         metadata = dataset.source_metadata()
-    result = InferredSchema(infer_schema(metadata, label=label), metadata, from_examples,
-                            0 if dataset is None else len(dataset.files))
+    result = InferredSchema(
+        infer_schema(metadata, label=label),
+        metadata,
+        from_examples,
+        0 if dataset is None else len(dataset.files),
+    )
     if statistics:
         sample_source = _example_files(uri) if from_examples else dataset
         result.schema, result.statistics = statistics_overlay(
-            sample_source, sample_rows, max_vocabulary, beam_pipeline_args, base=result.schema)
+            sample_source, sample_rows, max_vocabulary, beam_pipeline_args, base=result.schema
+        )
     if curated:
         result.schema = overlay(result.schema, schemas.load_schema(curated))
     return result

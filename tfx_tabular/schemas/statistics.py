@@ -4,6 +4,7 @@ Adds what footers cannot tell: string domains (vocabularies up to a size cap), v
 of list features and observed presence fractions. The sample spans the source: an equal share of
 every row group of every Parquet file, or records round-robin across the TFRecord shards.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -47,8 +48,11 @@ def sample_parquet(dataset, rows: int, path: str) -> int:
             batch = next(parquet.read_batches(dataset, info, [group], take), None)
             if batch is None:
                 continue
-            out.write(encoding.encode(batch.slice(0, take), dataset.features,
-                                      framed=True).buffer.tobytes())
+            out.write(
+                encoding.encode(
+                    batch.slice(0, take), dataset.features, framed=True
+                ).buffer.tobytes()
+            )
             count += min(take, batch.num_rows)
     return count
 
@@ -62,9 +66,13 @@ def sample_examples(files: Sequence[str], rows: int, path: str) -> int:
     parts = []
     for group, compression in ((plain, ""), (gzip, "GZIP")):
         if group:
-            parts.append(tf.data.Dataset.from_tensor_slices(group).interleave(
-                lambda f, c=compression: tf.data.TFRecordDataset(f, compression_type=c),
-                cycle_length=len(group), block_length=1))
+            parts.append(
+                tf.data.Dataset.from_tensor_slices(group).interleave(
+                    lambda f, c=compression: tf.data.TFRecordDataset(f, compression_type=c),
+                    cycle_length=len(group),
+                    block_length=1,
+                )
+            )
     dataset = parts[0] if len(parts) == 1 else parts[0].concatenate(parts[1])
     count = 0
     with tf.io.TFRecordWriter(path) as writer:
@@ -74,10 +82,13 @@ def sample_examples(files: Sequence[str], rows: int, path: str) -> int:
     return count
 
 
-def statistics_overlay(source, sample_rows: int, max_vocabulary: int,
-                       beam_pipeline_args: Sequence[str] = (),
-                       base: Optional[schema_pb2.Schema] = None
-                       ) -> tuple[schema_pb2.Schema, StatisticsReport]:
+def statistics_overlay(
+    source,
+    sample_rows: int,
+    max_vocabulary: int,
+    beam_pipeline_args: Sequence[str] = (),
+    base: Optional[schema_pb2.Schema] = None,
+) -> tuple[schema_pb2.Schema, StatisticsReport]:
     """`base` with string domains, value counts and presence from TFDV over a sample of
     `source`: a list of TFRecord tf.Example shards, or a `parquet.Dataset`."""
     import tensorflow_data_validation as tfdv
@@ -89,11 +100,14 @@ def statistics_overlay(source, sample_rows: int, max_vocabulary: int,
         sampler = sample_examples if isinstance(source, (list, tuple)) else sample_parquet
         rows = sampler(source, sample_rows, sample)
         stats = tfdv.generate_statistics_from_tfrecord(
-            sample, output_path=os.path.join(tmp, "stats.pb"),
+            sample,
+            output_path=os.path.join(tmp, "stats.pb"),
             stats_options=tfdv.StatsOptions(num_top_values=max_vocabulary + 1),
-            pipeline_options=PipelineOptions(list(beam_pipeline_args)))
-    observed = tfdv.infer_schema(stats, max_string_domain_size=max_vocabulary,
-                                 infer_feature_shape=False)
+            pipeline_options=PipelineOptions(list(beam_pipeline_args)),
+        )
+    observed = tfdv.infer_schema(
+        stats, max_string_domain_size=max_vocabulary, infer_feature_shape=False
+    )
     result = schema_pb2.Schema()
     if base is not None:
         result.CopyFrom(base)
@@ -105,8 +119,12 @@ def statistics_overlay(source, sample_rows: int, max_vocabulary: int,
         target = by_name.get(seen.name)
         if target is None:
             continue
-        if seen.HasField("domain") and seen.domain in domains and not target.HasField("string_domain") \
-                and target.type == schema_pb2.BYTES:
+        if (
+            seen.HasField("domain")
+            and seen.domain in domains
+            and not target.HasField("string_domain")
+            and target.type == schema_pb2.BYTES
+        ):
             target.string_domain.CopyFrom(domains[seen.domain])
             target.string_domain.name = seen.name
             added += 1

@@ -1,4 +1,5 @@
 """The serving export: a SavedModel whose `serving_default` takes serialized tf.Examples."""
+
 from __future__ import annotations
 
 import tensorflow as tf
@@ -9,13 +10,21 @@ from tfx_tabular.schemas.parsing import feature_spec
 from tfx_tabular.training.input_fn import as_ragged
 
 
-def export_serving_model(model: keras.Model, schema: schema_pb2.Schema, label: str,
-                         export_dir: str, transform_output=None) -> None:
+def export_serving_model(
+    model: keras.Model,
+    schema: schema_pb2.Schema,
+    label: str,
+    export_dir: str,
+    transform_output=None,
+) -> None:
     """SavedModel whose `serving_default` takes serialized tf.Examples (`examples`), parsed with
     the schema's SERVING spec (label excluded), transformed by the Transform graph if any."""
     if transform_output is not None:
-        raw_spec = {k: v for k, v in transform_output.raw_feature_spec().items()
-                    if k != label and k in feature_spec(schema, environment="SERVING")}
+        raw_spec = {
+            k: v
+            for k, v in transform_output.raw_feature_spec().items()
+            if k != label and k in feature_spec(schema, environment="SERVING")
+        }
         tft_layer = transform_output.transform_features_layer()
     else:
         raw_spec = feature_spec(schema, environment="SERVING", exclude=(label,))

@@ -11,6 +11,7 @@ is most of a core (measured in `make bench`). An exact record-level shuffle is a
 `shuffle_buffer` (records), at that cost. Records are not reordered within a batch: a batch's
 gradient does not depend on its order (each replica gets its own batches).
 """
+
 from __future__ import annotations
 
 from typing import Optional, Sequence, Union
@@ -28,8 +29,10 @@ AUTOTUNE = tf.data.AUTOTUNE
 def as_ragged(features: dict) -> dict:
     """SparseTensors (what a Transform graph yields for variable-length features) as
     RaggedTensors, the one representation `feature_spec` and the models use."""
-    return {k: tf.RaggedTensor.from_sparse(v) if isinstance(v, tf.SparseTensor) else v
-            for k, v in features.items()}
+    return {
+        k: tf.RaggedTensor.from_sparse(v) if isinstance(v, tf.SparseTensor) else v
+        for k, v in features.items()
+    }
 
 
 def _files(file_pattern: Union[str, Sequence[str]]) -> list[str]:
@@ -48,26 +51,28 @@ def _compression(files: Sequence[str]) -> str:
     return "GZIP" if kinds.pop() else ""
 
 
-def input_fn(file_pattern: Union[str, Sequence[str]],
-             schema: Union[schema_pb2.Schema, str],
-             batch_size: int,
-             label_key: Optional[str] = None,
-             *,
-             features: Optional[Sequence[str]] = None,
-             training: bool = True,
-             num_epochs: Optional[int] = None,
-             block_size: int = 256,
-             block_shuffle_buffer: int = 256,
-             shuffle_buffer: int = 0,
-             seed: Optional[int] = None,
-             deterministic: bool = False,
-             cycle_length: int = AUTOTUNE,
-             cache: Optional[str] = None,
-             input_context: Optional[tf.distribute.InputContext] = None,
-             prefetch_to_device: Optional[str] = None,
-             ram_budget_bytes: Optional[int] = None,
-             threadpool_size: Optional[int] = None,
-             transform_output=None) -> tf.data.Dataset:
+def input_fn(
+    file_pattern: Union[str, Sequence[str]],
+    schema: Union[schema_pb2.Schema, str],
+    batch_size: int,
+    label_key: Optional[str] = None,
+    *,
+    features: Optional[Sequence[str]] = None,
+    training: bool = True,
+    num_epochs: Optional[int] = None,
+    block_size: int = 256,
+    block_shuffle_buffer: int = 256,
+    shuffle_buffer: int = 0,
+    seed: Optional[int] = None,
+    deterministic: bool = False,
+    cycle_length: int = AUTOTUNE,
+    cache: Optional[str] = None,
+    input_context: Optional[tf.distribute.InputContext] = None,
+    prefetch_to_device: Optional[str] = None,
+    ram_budget_bytes: Optional[int] = None,
+    threadpool_size: Optional[int] = None,
+    transform_output=None,
+) -> tf.data.Dataset:
     """A `tf.data.Dataset` of `(features, label)` batches (or `features` without a label).
 
     Args:
@@ -120,14 +125,21 @@ def input_fn(file_pattern: Union[str, Sequence[str]],
         dataset = dataset.shuffle(len(files), seed=file_seed, reshuffle_each_iteration=True)
     ordered = deterministic or not training or shard_records
     dataset = dataset.interleave(
-        lambda f: tf.data.TFRecordDataset(f, compression_type=compression,
-                                          buffer_size=8 * 1024 * 1024).batch(block_size),
-        cycle_length=cycle_length, num_parallel_calls=AUTOTUNE, deterministic=ordered)
+        lambda f: tf.data.TFRecordDataset(
+            f, compression_type=compression, buffer_size=8 * 1024 * 1024
+        ).batch(block_size),
+        cycle_length=cycle_length,
+        num_parallel_calls=AUTOTUNE,
+        deterministic=ordered,
+    )
     if shard_records:
         dataset = dataset.shard(workers, input_context.input_pipeline_id)
     if training and shuffle_buffer > 1:
-        dataset = dataset.unbatch().shuffle(shuffle_buffer, seed=seed,
-                                            reshuffle_each_iteration=True).batch(block_size)
+        dataset = (
+            dataset.unbatch()
+            .shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+            .batch(block_size)
+        )
     elif training and block_shuffle_buffer > 1:
         dataset = dataset.shuffle(block_shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.rebatch(batch_size, drop_remainder=training)

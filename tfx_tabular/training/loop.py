@@ -9,6 +9,7 @@ latest one and runs the remaining steps, so the total number of steps is the sam
 `train` runs named steps: the label and model schema, the model and its task (loss, metrics),
 checkpoints, the distributed datasets and step functions, the epoch loop, evaluation, export.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -102,8 +103,13 @@ def _model_schema(schema: schema_pb2.Schema, label: str, transform_output) -> sc
     return model_schema
 
 
-def _build_trainable(build: ModelFn, schema: schema_pb2.Schema, label: str,
-                     learning_rate: float, mixed_precision: bool) -> _Trainable:
+def _build_trainable(
+    build: ModelFn,
+    schema: schema_pb2.Schema,
+    label: str,
+    learning_rate: float,
+    mixed_precision: bool,
+) -> _Trainable:
     """Under the strategy's scope: the model, and a head (loss, metrics) its label implies."""
     model = build(schema, label)
     binary = getattr(model, "binary_label", True)
@@ -111,17 +117,22 @@ def _build_trainable(build: ModelFn, schema: schema_pb2.Schema, label: str,
     if mixed_precision:
         optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
     loss = (keras.losses.BinaryCrossentropy if binary else keras.losses.MeanSquaredError)(
-        reduction=keras.losses.Reduction.NONE)
-    metrics = ({"auc": keras.metrics.AUC(name="auc")} if binary
-               else {"rmse": keras.metrics.RootMeanSquaredError()})
+        reduction=keras.losses.Reduction.NONE
+    )
+    metrics = (
+        {"auc": keras.metrics.AUC(name="auc")}
+        if binary
+        else {"rmse": keras.metrics.RootMeanSquaredError()}
+    )
     metrics["loss"] = keras.metrics.Mean("loss")
     step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
     return _Trainable(model, optimizer, loss, metrics, step, mixed_precision)
 
 
 def _restore_checkpoints(trainable: _Trainable, run: _Run) -> tf.train.CheckpointManager:
-    checkpoint = tf.train.Checkpoint(model=trainable.model, optimizer=trainable.optimizer,
-                                     step=trainable.step)
+    checkpoint = tf.train.Checkpoint(
+        model=trainable.model, optimizer=trainable.optimizer, step=trainable.step
+    )
     checkpoint_dir = os.path.join(run.run_dir, "checkpoints")
     manager = tf.train.CheckpointManager(checkpoint, run.writable(checkpoint_dir), max_to_keep=2)
     # Every worker resumes from the chief's checkpoints: a restarted worker starting at step 0
@@ -145,7 +156,7 @@ def _step_functions(strategy: tf.distribute.Strategy, t: _Trainable, global_batc
         gradients = tape.gradient(scaled, t.model.trainable_variables)
         if t.mixed_precision:
             gradients = t.optimizer.get_unscaled_gradients(gradients)
-        t.optimizer.apply_gradients(zip(gradients, t.model.trainable_variables))
+        t.optimizer.apply_gradients(zip(gradients, t.model.trainable_variables, strict=True))
         return loss
 
     def replica_eval(features, labels):
@@ -176,8 +187,9 @@ def _write_epoch_summary(writer, stats: EpochStats, step: int) -> None:
         tf.summary.scalar("input_wait_fraction", stats.input_wait_fraction)
 
 
-def _run_epoch(iterator, train_step, step: tf.Variable, epoch_end: int, manager,
-               checkpoint_every: int) -> tuple[int, float, float, float]:
+def _run_epoch(
+    iterator, train_step, step: tf.Variable, epoch_end: int, manager, checkpoint_every: int
+) -> tuple[int, float, float, float]:
     """Steps to `epoch_end`; returns (steps, last loss, seconds, seconds waiting on input)."""
     start, waiting, steps, loss = time.perf_counter(), 0.0, 0, tf.constant(0.0)
     while int(step.numpy()) < epoch_end:
@@ -204,16 +216,30 @@ def _evaluate(dataset, eval_step, metrics: dict, eval_steps: Optional[int]) -> d
     return {name: float(metric.result().numpy()) for name, metric in metrics.items()}
 
 
-def train(train_files: Sequence[str], eval_files: Sequence[str], schema: schema_pb2.Schema,
-          run_dir: str, serving_model_dir: Optional[str], *,
-          label: Optional[str] = None, model_fn: Optional[ModelFn] = None,
-          batch_size: int, steps_per_epoch: int, epochs: int = 1,
-          train_steps: Optional[int] = None,
-          eval_steps: Optional[int] = None, learning_rate: float,
-          cache: Optional[str] = None, seed: int = 0, strategy: Optional[tf.distribute.Strategy] = None,
-          checkpoint_every: int = 200, mixed_precision: bool = False,
-          transform_output=None, on_epoch: Optional[Callable[[EpochStats], None]] = None,
-          stop_after_steps: Optional[int] = None) -> TrainResult:
+def train(
+    train_files: Sequence[str],
+    eval_files: Sequence[str],
+    schema: schema_pb2.Schema,
+    run_dir: str,
+    serving_model_dir: Optional[str],
+    *,
+    label: Optional[str] = None,
+    model_fn: Optional[ModelFn] = None,
+    batch_size: int,
+    steps_per_epoch: int,
+    epochs: int = 1,
+    train_steps: Optional[int] = None,
+    eval_steps: Optional[int] = None,
+    learning_rate: float,
+    cache: Optional[str] = None,
+    seed: int = 0,
+    strategy: Optional[tf.distribute.Strategy] = None,
+    checkpoint_every: int = 200,
+    mixed_precision: bool = False,
+    transform_output=None,
+    on_epoch: Optional[Callable[[EpochStats], None]] = None,
+    stop_after_steps: Optional[int] = None,
+) -> TrainResult:
     """Train `model_fn(schema, label)` (default: the reference model) for `epochs` epochs of
     `steps_per_epoch` global batches of `batch_size` (or `train_steps` steps in all); evaluate
     `eval_steps` batches (None: the whole eval split once); export the serving model (the
@@ -228,28 +254,46 @@ def train(train_files: Sequence[str], eval_files: Sequence[str], schema: schema_
         raise ValueError("no label: pass `label` or annotate one in the schema")
     strategy = strategy or choose_strategy()
     if batch_size % strategy.num_replicas_in_sync:
-        raise ValueError(f"batch_size {batch_size} is not a multiple of the "
-                         f"{strategy.num_replicas_in_sync} replicas")
+        raise ValueError(
+            f"batch_size {batch_size} is not a multiple of the "
+            f"{strategy.num_replicas_in_sync} replicas"
+        )
     chief = is_chief(strategy)
     # Deleted when train returns, or by its finalizer (at exit at the latest) if training fails.
-    run = _Run(run_dir, None if chief else
-               tempfile.TemporaryDirectory(prefix="tfx-tabular-worker-"))
+    run = _Run(
+        run_dir, None if chief else tempfile.TemporaryDirectory(prefix="tfx-tabular-worker-")
+    )
     if run.scratch is not None:
-        log.info("not the chief: checkpoints, summaries and the export go to %s (deleted at the "
-                 "end; the chief's copy is kept)", run.scratch.name)
+        log.info(
+            "not the chief: checkpoints, summaries and the export go to %s (deleted at the "
+            "end; the chief's copy is kept)",
+            run.scratch.name,
+        )
 
     def distributed(files, training: bool):
         def make(ctx: tf.distribute.InputContext):
-            return input_fn(files, schema, ctx.get_per_replica_batch_size(batch_size), label,
-                            training=training, cache=cache if training else None,
-                            seed=seed + int(trainable.step.numpy()), input_context=ctx,
-                            transform_output=transform_output)
+            return input_fn(
+                files,
+                schema,
+                ctx.get_per_replica_batch_size(batch_size),
+                label,
+                training=training,
+                cache=cache if training else None,
+                seed=seed + int(trainable.step.numpy()),
+                input_context=ctx,
+                transform_output=transform_output,
+            )
+
         return strategy.distribute_datasets_from_function(make)
 
     with _precision_policy(mixed_precision), strategy.scope():
-        trainable = _build_trainable(model_fn or build_reference_model,
-                                     _model_schema(schema, label, transform_output), label,
-                                     learning_rate, mixed_precision)
+        trainable = _build_trainable(
+            model_fn or build_reference_model,
+            _model_schema(schema, label, transform_output),
+            label,
+            learning_rate,
+            mixed_precision,
+        )
     manager = _restore_checkpoints(trainable, run)
     train_step, eval_step = _step_functions(strategy, trainable, batch_size)
     writer = tf.summary.create_file_writer(run.writable(os.path.join(run_dir, "train")))
@@ -263,11 +307,16 @@ def train(train_files: Sequence[str], eval_files: Sequence[str], schema: schema_
             while int(step.numpy()) < last_step:
                 epoch = int(step.numpy()) // steps_per_epoch
                 epoch_end = min((epoch + 1) * steps_per_epoch, last_step)
-                steps, loss, seconds, waiting = _run_epoch(iterator, train_step, step, epoch_end,
-                                                           manager, checkpoint_every)
-                stats = EpochStats(epoch + 1, steps, loss,
-                                   steps * batch_size / seconds if seconds else 0.0,
-                                   waiting / seconds if seconds else 0.0)
+                steps, loss, seconds, waiting = _run_epoch(
+                    iterator, train_step, step, epoch_end, manager, checkpoint_every
+                )
+                stats = EpochStats(
+                    epoch + 1,
+                    steps,
+                    loss,
+                    steps * batch_size / seconds if seconds else 0.0,
+                    waiting / seconds if seconds else 0.0,
+                )
                 history.append(stats)
                 manager.save(checkpoint_number=step)
                 _write_epoch_summary(writer, stats, int(step.numpy()))
@@ -275,14 +324,27 @@ def train(train_files: Sequence[str], eval_files: Sequence[str], schema: schema_
                     on_epoch(stats)
             if last_step < total_steps:  # stopped early: no evaluation, no export
                 return TrainResult(int(step.numpy()), history, {}, None)
-            results = _evaluate(distributed(eval_files, training=False), eval_step,
-                                trainable.eval_metrics, eval_steps)
+            results = _evaluate(
+                distributed(eval_files, training=False),
+                eval_step,
+                trainable.eval_metrics,
+                eval_steps,
+            )
             if serving_model_dir is not None:
-                export_serving_model(trainable.model, schema, label,
-                                     run.writable(serving_model_dir), transform_output)
+                export_serving_model(
+                    trainable.model,
+                    schema,
+                    label,
+                    run.writable(serving_model_dir),
+                    transform_output,
+                )
     finally:
         writer.close()
         if run.scratch is not None:
             run.scratch.cleanup()
-    return TrainResult(int(step.numpy()), history, results,
-                       serving_model_dir if serving_model_dir is not None and chief else None)
+    return TrainResult(
+        int(step.numpy()),
+        history,
+        results,
+        serving_model_dir if serving_model_dir is not None and chief else None,
+    )

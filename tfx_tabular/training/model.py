@@ -6,6 +6,7 @@ one, plus a missing indicator when nullable; categorical features (bytes, bools,
 ragged values (numeric lists: mean and count). Binary labels (bool, or an int domain of 0..1) get a
 sigmoid head with AUC; other labels a regression head.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -28,7 +29,10 @@ def is_categorical(feature: schema_pb2.Feature) -> bool:
 
 def is_binary_label(feature: schema_pb2.Feature) -> bool:
     return feature.HasField("bool_domain") or (
-        feature.HasField("int_domain") and feature.int_domain.min == 0 and feature.int_domain.max == 1)
+        feature.HasField("int_domain")
+        and feature.int_domain.min == 0
+        and feature.int_domain.max == 1
+    )
 
 
 def _hash(values: tf.Tensor) -> tf.Tensor:
@@ -43,8 +47,11 @@ def _pool(ragged: tf.RaggedTensor) -> tf.Tensor:
         ragged = ragged.merge_dims(1, 2)
     total = tf.reduce_sum(ragged, axis=1)
     count = tf.cast(ragged.row_lengths(), total.dtype)
-    return total / tf.expand_dims(tf.maximum(count, 1.0), -1) if total.shape.rank == 2 else \
-        total / tf.maximum(count, 1.0)
+    return (
+        total / tf.expand_dims(tf.maximum(count, 1.0), -1)
+        if total.shape.rank == 2
+        else total / tf.maximum(count, 1.0)
+    )
 
 
 class SchemaFeatures(keras.layers.Layer):
@@ -58,12 +65,17 @@ class SchemaFeatures(keras.layers.Layer):
         self._spec = spec
         self._embeddings = {
             f.name: keras.layers.Embedding(HASH_BINS, EMBEDDING_DIM, name=f"embed_{_safe(f.name)}")
-            for f in self._features if is_categorical(f)}
+            for f in self._features
+            if is_categorical(f)
+        }
 
     def _scale(self, feature: schema_pb2.Feature, x: tf.Tensor) -> tf.Tensor:
         x = tf.cast(x, tf.float32)
-        domain = feature.int_domain if feature.HasField("int_domain") else (
-            feature.float_domain if feature.HasField("float_domain") else None)
+        domain = (
+            feature.int_domain
+            if feature.HasField("int_domain")
+            else (feature.float_domain if feature.HasField("float_domain") else None)
+        )
         if domain is not None and domain.max > domain.min:
             return (x - domain.min) / (domain.max - domain.min)
         return tf.sign(x) * tf.math.log1p(tf.abs(x))
@@ -84,7 +96,10 @@ class SchemaFeatures(keras.layers.Layer):
                 while scaled.ragged_rank > 1:
                     scaled = scaled.merge_dims(1, 2)
                 count = tf.cast(scaled.row_lengths(), tf.float32)
-                parts += [tf.expand_dims(_pool(scaled), -1), tf.expand_dims(tf.math.log1p(count), -1)]
+                parts += [
+                    tf.expand_dims(_pool(scaled), -1),
+                    tf.expand_dims(tf.math.log1p(count), -1),
+                ]
             else:
                 scaled = self._scale(feature, x)
                 parts.append(scaled if scaled.shape.rank == 2 else tf.expand_dims(scaled, -1))
@@ -102,8 +117,9 @@ def _input_for(name: str, spec) -> keras.Input:
     return keras.Input(shape=(None,) * ragged_rank, dtype=spec.dtype, ragged=True, name=_safe(name))
 
 
-def build_reference_model(schema: schema_pb2.Schema, label: str,
-                          hidden_units: tuple[int, ...] = (256, 128)) -> keras.Model:
+def build_reference_model(
+    schema: schema_pb2.Schema, label: str, hidden_units: tuple[int, ...] = (256, 128)
+) -> keras.Model:
     """An uncompiled Keras 2 model (the trainer owns the optimizer and the loop);
     `model.binary_label` tells the trainer which loss and metrics to use."""
     spec = feature_spec(schema)

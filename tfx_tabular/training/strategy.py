@@ -1,4 +1,5 @@
 """Devices and `tf.distribute` strategies: GPU memory, the strategy for this cluster, the chief."""
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,8 @@ def configure_gpus(memory_growth: bool = True, memory_limit_mb: Optional[int] = 
     for gpu in gpus:
         if memory_limit_mb:
             tf.config.set_logical_device_configuration(
-                gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=memory_limit_mb)])
+                gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=memory_limit_mb)]
+            )
         elif memory_growth:
             tf.config.experimental.set_memory_growth(gpu, True)
     return len(gpus)
@@ -42,9 +44,11 @@ def choose_strategy(kind: str = "auto") -> tf.distribute.Strategy:
 
 def strategy_name(strategy: tf.distribute.Strategy) -> str:
     """The public name (TF's MultiWorkerMirroredStrategy class is CollectiveAllReduceStrategy)."""
-    for cls, name in ((tf.distribute.MultiWorkerMirroredStrategy, "MultiWorkerMirroredStrategy"),
-                      (tf.distribute.MirroredStrategy, "MirroredStrategy"),
-                      (tf.distribute.OneDeviceStrategy, "OneDeviceStrategy")):
+    for cls, name in (
+        (tf.distribute.MultiWorkerMirroredStrategy, "MultiWorkerMirroredStrategy"),
+        (tf.distribute.MirroredStrategy, "MirroredStrategy"),
+        (tf.distribute.OneDeviceStrategy, "OneDeviceStrategy"),
+    ):
         if isinstance(strategy, cls):
             return name
     return "the default strategy"
@@ -55,5 +59,7 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
     if resolver is None or not resolver.task_type:
         return True
     return resolver.task_type == "chief" or (
-        resolver.task_type == "worker" and resolver.task_id == 0
-        and "chief" not in resolver.cluster_spec().as_dict())
+        resolver.task_type == "worker"
+        and resolver.task_id == 0
+        and "chief" not in resolver.cluster_spec().as_dict()
+    )

@@ -1,5 +1,6 @@
 """ParquetExampleGen: partitioned Parquet → TFRecord tf.Example splits, a drop-in for TFX's
 FileBasedExampleGen (same `examples` output, input_config / output_config / range_config)."""
+
 from __future__ import annotations
 
 from typing import Dict, List, Optional
@@ -13,10 +14,16 @@ from tfx_tabular.components.parameters import execution_parameters
 from tfx_tabular.components.parquet_example_gen import driver, executor, spec
 
 DEFAULT_INPUT_CONFIG = example_gen_pb2.Input(
-    splits=[example_gen_pb2.Input.Split(name="single_split", pattern="*")])
-DEFAULT_OUTPUT_CONFIG = example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=[
-    example_gen_pb2.SplitConfig.Split(name=name, hash_buckets=buckets)
-    for name, buckets in spec.DEFAULT_SPLIT_BUCKETS.items()]))
+    splits=[example_gen_pb2.Input.Split(name="single_split", pattern="*")]
+)
+DEFAULT_OUTPUT_CONFIG = example_gen_pb2.Output(
+    split_config=example_gen_pb2.SplitConfig(
+        splits=[
+            example_gen_pb2.SplitConfig.Split(name=name, hash_buckets=buckets)
+            for name, buckets in spec.DEFAULT_SPLIT_BUCKETS.items()
+        ]
+    )
+)
 
 
 class ParquetExampleGenSpec(ComponentSpec):
@@ -25,7 +32,8 @@ class ParquetExampleGenSpec(ComponentSpec):
         standard_component_specs.INPUT_CONFIG_KEY: ExecutionParameter(type=example_gen_pb2.Input),
         standard_component_specs.OUTPUT_CONFIG_KEY: ExecutionParameter(type=example_gen_pb2.Output),
         standard_component_specs.RANGE_CONFIG_KEY: ExecutionParameter(
-            type=range_config_pb2.RangeConfig, optional=True),
+            type=range_config_pb2.RangeConfig, optional=True
+        ),
         **execution_parameters(spec.PARAMETERS),
     }
     INPUTS = {}
@@ -50,32 +58,51 @@ class ParquetExampleGen(base_beam_component.BaseBeamComponent):
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(executor.Executor)
     DRIVER_CLASS = driver.Driver
 
-    def __init__(self, input_base: str,
-                 input_config: Optional[example_gen_pb2.Input] = None,
-                 output_config: Optional[example_gen_pb2.Output] = None,
-                 range_config: Optional[range_config_pb2.RangeConfig] = None,
-                 columns: Optional[List[str]] = None,
-                 exclude_columns: Optional[List[str]] = None,
-                 partition_filter: Optional[Dict[str, List[str]]] = None,
-                 partition_types: Optional[Dict[str, str]] = None,
-                 split_keys: Optional[List[str]] = None,
-                 split_by_partition: Optional[str] = None,
-                 eval_last_partitions: Optional[int] = None,
-                 decimal_as: Optional[str] = None,
-                 compression: Optional[str] = None,
-                 compression_level: Optional[int] = None,
-                 num_shards: Optional[int] = None,
-                 batch_size: Optional[int] = None):
+    def __init__(
+        self,
+        input_base: str,
+        input_config: Optional[example_gen_pb2.Input] = None,
+        output_config: Optional[example_gen_pb2.Output] = None,
+        range_config: Optional[range_config_pb2.RangeConfig] = None,
+        columns: Optional[List[str]] = None,
+        exclude_columns: Optional[List[str]] = None,
+        partition_filter: Optional[Dict[str, List[str]]] = None,
+        partition_types: Optional[Dict[str, str]] = None,
+        split_keys: Optional[List[str]] = None,
+        split_by_partition: Optional[str] = None,
+        eval_last_partitions: Optional[int] = None,
+        decimal_as: Optional[str] = None,
+        compression: Optional[str] = None,
+        compression_level: Optional[int] = None,
+        num_shards: Optional[int] = None,
+        batch_size: Optional[int] = None,
+    ):
         """Parameters left None take their defaults from `spec.PARAMETERS`."""
         input_config = input_config or DEFAULT_INPUT_CONFIG
         if output_config is None:
-            output_config = (example_gen_pb2.Output() if len(input_config.splits) > 1
-                             or split_by_partition else DEFAULT_OUTPUT_CONFIG)
-        super().__init__(ParquetExampleGenSpec(
-            input_base=input_base, input_config=input_config, output_config=output_config,
-            range_config=range_config, columns=columns, exclude_columns=exclude_columns,
-            partition_filter=partition_filter, partition_types=partition_types,
-            split_keys=split_keys, split_by_partition=split_by_partition,
-            eval_last_partitions=eval_last_partitions, decimal_as=decimal_as,
-            compression=compression, compression_level=compression_level, num_shards=num_shards,
-            batch_size=batch_size, examples=channel.Channel(type=standard_artifacts.Examples)))
+            output_config = (
+                example_gen_pb2.Output()
+                if len(input_config.splits) > 1 or split_by_partition
+                else DEFAULT_OUTPUT_CONFIG
+            )
+        super().__init__(
+            ParquetExampleGenSpec(
+                input_base=input_base,
+                input_config=input_config,
+                output_config=output_config,
+                range_config=range_config,
+                columns=columns,
+                exclude_columns=exclude_columns,
+                partition_filter=partition_filter,
+                partition_types=partition_types,
+                split_keys=split_keys,
+                split_by_partition=split_by_partition,
+                eval_last_partitions=eval_last_partitions,
+                decimal_as=decimal_as,
+                compression=compression,
+                compression_level=compression_level,
+                num_shards=num_shards,
+                batch_size=batch_size,
+                examples=channel.Channel(type=standard_artifacts.Examples),
+            )
+        )

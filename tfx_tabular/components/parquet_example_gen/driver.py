@@ -1,5 +1,6 @@
 """FileBasedExampleGen's driver (span / version / {SPAN} patterns), with a fingerprint over every
 data file below the matched partition folders, so TFX's cache notices a changed file."""
+
 from __future__ import annotations
 
 import hashlib
@@ -23,7 +24,10 @@ class _InputProcessor(input_processor.FileBasedInputProcessor):
 
 
 class Driver(driver.FileBasedDriver):
-    def get_input_processor(self, splits: Iterable[example_gen_pb2.Input.Split],
-                            range_config: Optional[range_config_pb2.RangeConfig] = None,
-                            input_base_uri: Optional[str] = None):
+    def get_input_processor(
+        self,
+        splits: Iterable[example_gen_pb2.Input.Split],
+        range_config: Optional[range_config_pb2.RangeConfig] = None,
+        input_base_uri: Optional[str] = None,
+    ):
         return _InputProcessor(input_base_uri, splits, range_config)

@@ -1,4 +1,5 @@
 """ParquetExampleGen's executor: resolves its parameters and runs `tfx_tabular.io.convert`."""
+
 from __future__ import annotations
 
 from typing import Any, Dict, List
@@ -20,23 +21,34 @@ def _plan(exec_properties: Dict[str, Any]) -> tuple:
     """The dataset, its splits and the output options these properties ask for."""
     params = resolve(exec_properties, spec.PARAMETERS)
     input_config = proto_utils.json_to_proto(
-        exec_properties[standard_component_specs.INPUT_CONFIG_KEY], example_gen_pb2.Input())
+        exec_properties[standard_component_specs.INPUT_CONFIG_KEY], example_gen_pb2.Input()
+    )
     output_config = proto_utils.json_to_proto(
-        exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], example_gen_pb2.Output())
+        exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], example_gen_pb2.Output()
+    )
     split_config = output_config.split_config
     split_keys = params["split_keys"] or (
-        [split_config.partition_feature_name] if split_config.partition_feature_name else [])
+        [split_config.partition_feature_name] if split_config.partition_feature_name else []
+    )
     dataset, splits = plan.plan_conversion(
         exec_properties[standard_component_specs.INPUT_BASE_KEY],
         patterns={s.name: s.pattern for s in input_config.splits},
         buckets={s.name: s.hash_buckets for s in split_config.splits} or None,
-        split_keys=split_keys, split_by_partition=params["split_by_partition"],
-        eval_last_partitions=params["eval_last_partitions"], columns=params["columns"],
-        exclude_columns=params["exclude_columns"], partition_filter=params["partition_filter"],
-        partition_types=params["partition_types"], decimal_as=params["decimal_as"])
+        split_keys=split_keys,
+        split_by_partition=params["split_by_partition"],
+        eval_last_partitions=params["eval_last_partitions"],
+        columns=params["columns"],
+        exclude_columns=params["exclude_columns"],
+        partition_filter=params["partition_filter"],
+        partition_types=params["partition_types"],
+        decimal_as=params["decimal_as"],
+    )
     options = plan.OutputOptions(
-        compression=params["compression"], compression_level=params["compression_level"],
-        num_shards=params["num_shards"], batch_size=params["batch_size"])
+        compression=params["compression"],
+        compression_level=params["compression_level"],
+        num_shards=params["num_shards"],
+        batch_size=params["batch_size"],
+    )
     return dataset, splits, options
 
 
@@ -50,22 +62,34 @@ def _record(examples, result: convert.ConversionResult, split_names: List[str]) 
 
 
 class Executor(base_beam_executor.BaseBeamExecutor):
-    def Do(self, input_dict: Dict[str, List], output_dict: Dict[str, List],
-           exec_properties: Dict[str, Any]) -> None:
+    def Do(
+        self,
+        input_dict: Dict[str, List],
+        output_dict: Dict[str, List],
+        exec_properties: Dict[str, Any],
+    ) -> None:
         self._log_startup(input_dict, output_dict, exec_properties)
         examples = artifact_utils.get_single_instance(output_dict[spec.EXAMPLES])
         if example_gen_utils.SPAN_PROPERTY_NAME not in exec_properties:
             # Kubeflow and Vertex run the executor without the driver: do its work here (span,
             # version, {SPAN} patterns, the input fingerprint on the artifact).
             exec_properties = driver.Driver(None).resolve_exec_properties(
-                dict(exec_properties), None, None)
+                dict(exec_properties), None, None
+            )
             tfx_driver.update_output_artifact(exec_properties, examples.mlmd_artifact)
         dataset, splits, options = _plan(exec_properties)
         self._beam_pipeline_args = convert.beam_args_with_defaults(self._beam_pipeline_args or [])
-        print(f"ParquetExampleGen: converting {dataset.num_rows:,} rows in {len(dataset.files)} "
-              f"files into {', '.join(splits.names)}", flush=True)
-        result = convert.run_conversion(dataset, splits, examples.uri, options,
-                                        self._make_beam_pipeline())
+        print(
+            f"ParquetExampleGen: converting {dataset.num_rows:,} rows in {len(dataset.files)} "
+            f"files into {', '.join(splits.names)}",
+            flush=True,
+        )
+        result = convert.run_conversion(
+            dataset, splits, examples.uri, options, self._make_beam_pipeline()
+        )
         _record(examples, result, splits.names)
-        print(f"ParquetExampleGen: {sum(result.rows.values()):,} rows in {result.seconds:.1f} s "
-              f"({result.rows_per_second:,.0f} rows/s)", flush=True)
+        print(
+            f"ParquetExampleGen: {sum(result.rows.values()):,} rows in {result.seconds:.1f} s "
+            f"({result.rows_per_second:,.0f} rows/s)",
+            flush=True,
+        )

@@ -3,6 +3,7 @@
 Input, output and range configs are FileBasedExampleGen's protos, handled by the component; the
 defaults of the conversion itself come from `tfx_tabular.io.plan`, which runs it.
 """
+
 from __future__ import annotations
 
 from typing import Dict, List

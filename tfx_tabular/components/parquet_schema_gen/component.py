@@ -1,5 +1,6 @@
 """ParquetSchemaGen: a tensorflow_metadata Schema from Parquet metadata, as a standard `Schema`
 artifact that stock ExampleValidator, Transform and Trainer accept."""
+
 from __future__ import annotations
 
 from typing import List, Optional
@@ -31,16 +32,30 @@ class ParquetSchemaGen(base_beam_component.BaseBeamComponent):
     SPEC_CLASS = ParquetSchemaGenSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(executor.Executor)
 
-    def __init__(self, examples: Optional[channel.BaseChannel] = None,
-                 input_base: Optional[str] = None, label: Optional[str] = None,
-                 curated_schema: Optional[str] = None, statistics: bool = False,
-                 sample_rows: Optional[int] = None, max_vocabulary_size: Optional[int] = None,
-                 exclude_columns: Optional[List[str]] = None):
+    def __init__(
+        self,
+        examples: Optional[channel.BaseChannel] = None,
+        input_base: Optional[str] = None,
+        label: Optional[str] = None,
+        curated_schema: Optional[str] = None,
+        statistics: bool = False,
+        sample_rows: Optional[int] = None,
+        max_vocabulary_size: Optional[int] = None,
+        exclude_columns: Optional[List[str]] = None,
+    ):
         """Parameters left None take their defaults from `spec.PARAMETERS`."""
         if (examples is None) == (input_base is None):
             raise ValueError("give exactly one of `examples` and `input_base`")
-        super().__init__(ParquetSchemaGenSpec(
-            examples=examples, input_base=input_base, label=label, curated_schema=curated_schema,
-            statistics=int(statistics), sample_rows=sample_rows,
-            max_vocabulary_size=max_vocabulary_size, exclude_columns=exclude_columns,
-            schema=channel.Channel(type=standard_artifacts.Schema)))
+        super().__init__(
+            ParquetSchemaGenSpec(
+                examples=examples,
+                input_base=input_base,
+                label=label,
+                curated_schema=curated_schema,
+                statistics=int(statistics),
+                sample_rows=sample_rows,
+                max_vocabulary_size=max_vocabulary_size,
+                exclude_columns=exclude_columns,
+                schema=channel.Channel(type=standard_artifacts.Schema),
+            )
+        )

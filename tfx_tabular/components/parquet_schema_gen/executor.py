@@ -1,4 +1,5 @@
 """ParquetSchemaGen's executor: resolves its parameters and calls `tfx_tabular.schemas.source`."""
+
 from __future__ import annotations
 
 import time
@@ -14,19 +15,30 @@ from tfx_tabular.schemas.source import schema_of
 
 
 class Executor(base_beam_executor.BaseBeamExecutor):
-    def Do(self, input_dict: Dict[str, List], output_dict: Dict[str, List],
-           exec_properties: Dict[str, Any]) -> None:
+    def Do(
+        self,
+        input_dict: Dict[str, List],
+        output_dict: Dict[str, List],
+        exec_properties: Dict[str, Any],
+    ) -> None:
         self._log_startup(input_dict, output_dict, exec_properties)
         start = time.perf_counter()
         params = resolve(exec_properties, spec.PARAMETERS)
         examples = input_dict.get(spec.EXAMPLES) or []
-        source = (artifact_utils.get_single_instance(examples).uri if examples
-                  else params["input_base"])
+        source = (
+            artifact_utils.get_single_instance(examples).uri if examples else params["input_base"]
+        )
         inferred = schema_of(
-            source, label=params["label"] or None, exclude_columns=params["exclude_columns"],
-            statistics=bool(params["statistics"]), sample_rows=params["sample_rows"],
-            max_vocabulary=params["max_vocabulary_size"], curated=params["curated_schema"],
-            beam_pipeline_args=self._beam_pipeline_args or [], examples=bool(examples))
+            source,
+            label=params["label"] or None,
+            exclude_columns=params["exclude_columns"],
+            statistics=bool(params["statistics"]),
+            sample_rows=params["sample_rows"],
+            max_vocabulary=params["max_vocabulary_size"],
+            curated=params["curated_schema"],
+            beam_pipeline_args=self._beam_pipeline_args or [],
+            examples=bool(examples),
+        )
         output = artifact_utils.get_single_instance(output_dict[spec.SCHEMA])
         if inferred.statistics is not None:
             output.set_int_custom_property("statistics_rows", inferred.statistics.rows)

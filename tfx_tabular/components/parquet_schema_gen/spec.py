@@ -1,4 +1,5 @@
 """ParquetSchemaGen's parameters and their defaults, for component, executor and CLI alike."""
+
 from __future__ import annotations
 
 from typing import List

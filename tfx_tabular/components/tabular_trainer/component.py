@@ -1,5 +1,6 @@
 """TabularTrainer: trains on Examples with the Schema resolved through ML Metadata, outputs the
 standard `Model` (a serving SavedModel taking serialized tf.Examples) and `ModelRun`."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
@@ -26,8 +27,9 @@ class TabularTrainerSpec(ComponentSpec):
     INPUTS = {
         spec.EXAMPLES: ChannelParameter(type=standard_artifacts.Examples),
         spec.SCHEMA: ChannelParameter(type=standard_artifacts.Schema),
-        spec.TRANSFORM_GRAPH: ChannelParameter(type=standard_artifacts.TransformGraph,
-                                               optional=True),
+        spec.TRANSFORM_GRAPH: ChannelParameter(
+            type=standard_artifacts.TransformGraph, optional=True
+        ),
     }
     OUTPUTS = {
         spec.MODEL: ChannelParameter(type=standard_artifacts.Model),
@@ -50,17 +52,25 @@ class TabularTrainer(base_component.BaseComponent):
     SPEC_CLASS = TabularTrainerSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
 
-    def __init__(self, examples: channel.BaseChannel, schema: channel.BaseChannel,
-                 transform_graph: Optional[channel.BaseChannel] = None,
-                 train_args: Optional[trainer_pb2.TrainArgs] = None,
-                 eval_args: Optional[trainer_pb2.EvalArgs] = None,
-                 epochs: Optional[int] = None, batch_size: Optional[int] = None,
-                 label: Optional[str] = None,
-                 model_fn: Optional[str] = None, module_file: Optional[str] = None,
-                 learning_rate: Optional[float] = None, cache: Optional[str] = None,
-                 distribution: Optional[str] = None, gpu_memory_limit_mb: Optional[int] = None,
-                 mixed_precision: bool = False,
-                 vertex_training: Optional[VertexTraining] = None):
+    def __init__(
+        self,
+        examples: channel.BaseChannel,
+        schema: channel.BaseChannel,
+        transform_graph: Optional[channel.BaseChannel] = None,
+        train_args: Optional[trainer_pb2.TrainArgs] = None,
+        eval_args: Optional[trainer_pb2.EvalArgs] = None,
+        epochs: Optional[int] = None,
+        batch_size: Optional[int] = None,
+        label: Optional[str] = None,
+        model_fn: Optional[str] = None,
+        module_file: Optional[str] = None,
+        learning_rate: Optional[float] = None,
+        cache: Optional[str] = None,
+        distribution: Optional[str] = None,
+        gpu_memory_limit_mb: Optional[int] = None,
+        mixed_precision: bool = False,
+        vertex_training: Optional[VertexTraining] = None,
+    ):
         """Parameters left None take their defaults from `spec.PARAMETERS`."""
         if model_fn and module_file:
             raise ValueError("give `model_fn` or `module_file`, not both")
@@ -70,15 +80,28 @@ class TabularTrainer(base_component.BaseComponent):
 
             vertex_training.check_batch_size(batch_size or spec.PARAMETERS["batch_size"].default)
             vertex_executor = executor_spec.ExecutorClassSpec(vertex.Executor)
-        super().__init__(TabularTrainerSpec(
-            examples=examples, schema=schema, transform_graph=transform_graph,
-            train_args=train_args or trainer_pb2.TrainArgs(),
-            eval_args=eval_args or trainer_pb2.EvalArgs(), epochs=epochs, batch_size=batch_size,
-            label=label, model_fn=model_fn, module_file=module_file, learning_rate=learning_rate,
-            cache=cache, distribution=distribution, gpu_memory_limit_mb=gpu_memory_limit_mb,
-            mixed_precision=int(mixed_precision),
-            custom_config=(json_utils.dumps(vertex_training.custom_config())
-                           if vertex_training else None),
-            model=channel.Channel(type=standard_artifacts.Model),
-            model_run=channel.Channel(type=standard_artifacts.ModelRun)),
-            custom_executor_spec=vertex_executor)
+        super().__init__(
+            TabularTrainerSpec(
+                examples=examples,
+                schema=schema,
+                transform_graph=transform_graph,
+                train_args=train_args or trainer_pb2.TrainArgs(),
+                eval_args=eval_args or trainer_pb2.EvalArgs(),
+                epochs=epochs,
+                batch_size=batch_size,
+                label=label,
+                model_fn=model_fn,
+                module_file=module_file,
+                learning_rate=learning_rate,
+                cache=cache,
+                distribution=distribution,
+                gpu_memory_limit_mb=gpu_memory_limit_mb,
+                mixed_precision=int(mixed_precision),
+                custom_config=(
+                    json_utils.dumps(vertex_training.custom_config()) if vertex_training else None
+                ),
+                model=channel.Channel(type=standard_artifacts.Model),
+                model_run=channel.Channel(type=standard_artifacts.ModelRun),
+            ),
+            custom_executor_spec=vertex_executor,
+        )

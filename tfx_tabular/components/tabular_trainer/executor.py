@@ -1,4 +1,5 @@
 """TabularTrainer's executor: resolves artifacts and parameters, then calls `training.loop.train`."""
+
 from __future__ import annotations
 
 import importlib
@@ -33,8 +34,10 @@ def load_model_fn(model_fn: Optional[str], module_file: Optional[str]):
 def row_counts(examples) -> Dict[str, int]:
     counts = examples.get_json_value_custom_property("row_counts")
     if not counts:
-        raise ValueError(f"Examples {examples.uri} record no row_counts: they were not written by "
-                         "ParquetExampleGen, so steps per epoch cannot be known without a data pass")
+        raise ValueError(
+            f"Examples {examples.uri} record no row_counts: they were not written by "
+            "ParquetExampleGen, so steps per epoch cannot be known without a data pass"
+        )
     return {k: int(v) for k, v in counts.items()}
 
 
@@ -50,37 +53,56 @@ def record_run_summary(model_run, summary: Dict[str, Any]) -> None:
 
 
 def _print_epoch(stats) -> None:
-    print(f"epoch {stats.epoch}: {stats.steps} steps, loss {stats.loss:.4f}, "
-          f"{stats.examples_per_second:,.0f} examples/s, "
-          f"waiting on input: {stats.input_wait_fraction:.0%}", flush=True)
+    print(
+        f"epoch {stats.epoch}: {stats.steps} steps, loss {stats.loss:.4f}, "
+        f"{stats.examples_per_second:,.0f} examples/s, "
+        f"waiting on input: {stats.input_wait_fraction:.0%}",
+        flush=True,
+    )
 
 
 def _run_summary(result, strategy, gpus: int, schema) -> Dict[str, Any]:
     last = result.epochs[-1] if result.epochs else None
-    summary = {"total_steps": int(result.total_steps),
-               "replicas": int(strategy.num_replicas_in_sync), "gpus": int(gpus),
-               "parsed_features": sorted(schemas.feature_spec(schema))}
+    summary = {
+        "total_steps": int(result.total_steps),
+        "replicas": int(strategy.num_replicas_in_sync),
+        "gpus": int(gpus),
+        "parsed_features": sorted(schemas.feature_spec(schema)),
+    }
     if last:
-        summary.update(examples_per_second=float(last.examples_per_second),
-                       input_wait_fraction=float(last.input_wait_fraction))
+        summary.update(
+            examples_per_second=float(last.examples_per_second),
+            input_wait_fraction=float(last.input_wait_fraction),
+        )
     summary.update({f"eval_{name}": float(value) for name, value in result.eval_metrics.items()})
     return summary
 
 
 class Executor(base_executor.BaseExecutor):
-    def Do(self, input_dict: Dict[str, List], output_dict: Dict[str, List],
-           exec_properties: Dict[str, Any]) -> None:
-        from tfx_tabular.training import loop, strategy as strategies
+    def Do(
+        self,
+        input_dict: Dict[str, List],
+        output_dict: Dict[str, List],
+        exec_properties: Dict[str, Any],
+    ) -> None:
+        from tfx_tabular.training import loop
+        from tfx_tabular.training import strategy as strategies
 
         params = resolve(exec_properties, spec.PARAMETERS)
         examples = artifact_utils.get_single_instance(input_dict[spec.EXAMPLES])
-        schema = schemas.load_schema(artifact_utils.get_single_instance(input_dict[spec.SCHEMA]).uri)
+        schema = schemas.load_schema(
+            artifact_utils.get_single_instance(input_dict[spec.SCHEMA]).uri
+        )
         transform_output = None
         if input_dict.get(spec.TRANSFORM_GRAPH):
             import tensorflow_transform as tft
+
             transform_output = tft.TFTransformOutput(
-                artifact_utils.get_single_instance(input_dict[spec.TRANSFORM_GRAPH]).uri)
-        train_args = proto_utils.json_to_proto(exec_properties["train_args"], trainer_pb2.TrainArgs())
+                artifact_utils.get_single_instance(input_dict[spec.TRANSFORM_GRAPH]).uri
+            )
+        train_args = proto_utils.json_to_proto(
+            exec_properties["train_args"], trainer_pb2.TrainArgs()
+        )
         eval_args = proto_utils.json_to_proto(exec_properties["eval_args"], trainer_pb2.EvalArgs())
         train_split = (train_args.splits or [spec.DEFAULT_TRAIN_SPLIT])[0]
         eval_split = (eval_args.splits or [spec.DEFAULT_EVAL_SPLIT])[0]
@@ -88,28 +110,45 @@ class Executor(base_executor.BaseExecutor):
         counts = row_counts(examples)
         batch_size = params["batch_size"]
         steps_per_epoch = max(1, counts[train_split] // batch_size)
-        files = {split: sorted(tf.io.gfile.glob(
-            f"{artifact_utils.get_split_uri([examples], split)}/*"))
-            for split in (train_split, eval_split)}
+        files = {
+            split: sorted(tf.io.gfile.glob(f"{artifact_utils.get_split_uri([examples], split)}/*"))
+            for split in (train_split, eval_split)
+        }
 
         gpus = strategies.configure_gpus(memory_limit_mb=params["gpu_memory_limit_mb"])
         strategy = strategies.choose_strategy(params["distribution"])
-        print(f"training with {strategies.strategy_name(strategy)}: "
-              f"{strategy.num_replicas_in_sync} replica(s), {gpus} GPU(s) here", flush=True)
+        print(
+            f"training with {strategies.strategy_name(strategy)}: "
+            f"{strategy.num_replicas_in_sync} replica(s), {gpus} GPU(s) here",
+            flush=True,
+        )
         model = artifact_utils.get_single_instance(output_dict[spec.MODEL])
         model_run = artifact_utils.get_single_instance(output_dict[spec.MODEL_RUN])
         result = loop.train(
-            files[train_split], files[eval_split], schema, model_run.uri,
-            path_utils.serving_model_dir(model.uri), label=params["label"] or None,
+            files[train_split],
+            files[eval_split],
+            schema,
+            model_run.uri,
+            path_utils.serving_model_dir(model.uri),
+            label=params["label"] or None,
             model_fn=load_model_fn(params["model_fn"], params["module_file"]),
-            batch_size=batch_size, steps_per_epoch=steps_per_epoch, epochs=params["epochs"],
-            train_steps=train_args.num_steps or None, eval_steps=eval_args.num_steps or None,
-            learning_rate=params["learning_rate"], cache=params["cache"] or None,
-            strategy=strategy, mixed_precision=bool(params["mixed_precision"]),
-            transform_output=transform_output, on_epoch=_print_epoch)
+            batch_size=batch_size,
+            steps_per_epoch=steps_per_epoch,
+            epochs=params["epochs"],
+            train_steps=train_args.num_steps or None,
+            eval_steps=eval_args.num_steps or None,
+            learning_rate=params["learning_rate"],
+            cache=params["cache"] or None,
+            strategy=strategy,
+            mixed_precision=bool(params["mixed_precision"]),
+            transform_output=transform_output,
+            on_epoch=_print_epoch,
+        )
         summary = _run_summary(result, strategy, gpus, schema)
         record_run_summary(model_run, summary)
         if strategies.is_chief(strategy):
             # A launcher running this executor elsewhere (a Vertex job) reads it back from here.
-            with tf.io.gfile.GFile(os.path.join(model_run.uri, spec.RUN_SUMMARY_FILE), "w") as handle:
+            with tf.io.gfile.GFile(
+                os.path.join(model_run.uri, spec.RUN_SUMMARY_FILE), "w"
+            ) as handle:
                 handle.write(json.dumps(summary))

@@ -1,4 +1,5 @@
 """TabularTrainer's parameters and their defaults, for component, executor, pipeline and CLI."""
+
 from __future__ import annotations
 
 from tfx_tabular.components.parameters import Parameter

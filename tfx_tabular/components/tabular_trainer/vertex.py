@@ -6,6 +6,7 @@ our executor to run); every replica runs TabularTrainer's executor in the image.
 TF_CONFIG on each replica when there are several (pool 0 is the chief, pool 1 the workers), so the
 `auto` distribution becomes MultiWorkerMirroredStrategy, and only the chief exports.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -32,8 +33,10 @@ def check_accelerator(name: Optional[str], count: int) -> None:
     if count < 0:
         raise ValueError(f"the accelerator count must be ≥ 0, not {count}")
     if count and name not in vertex_accelerators():
-        raise ValueError(f"Vertex needs an accelerator name, not {name!r} "
-                         f"(one of: {', '.join(vertex_accelerators())})")
+        raise ValueError(
+            f"Vertex needs an accelerator name, not {name!r} "
+            f"(one of: {', '.join(vertex_accelerators())})"
+        )
     if name and not count:
         raise ValueError(f"accelerator {name} given without a count")
 
@@ -64,19 +67,25 @@ class VertexTraining:
         """The global batch splits evenly over every replica's accelerators (or its CPU)."""
         devices = self.replica_count * max(1, self.accelerator_count)
         if batch_size % devices:
-            raise ValueError(f"batch_size {batch_size} is not a multiple of the {devices} devices "
-                             f"the Vertex job trains on ({self.replica_count} replica(s) × "
-                             f"{max(1, self.accelerator_count)})")
+            raise ValueError(
+                f"batch_size {batch_size} is not a multiple of the {devices} devices "
+                f"the Vertex job trains on ({self.replica_count} replica(s) × "
+                f"{max(1, self.accelerator_count)})"
+            )
 
     def worker_pool_specs(self) -> list[dict]:
         machine = {"machine_type": self.machine_type}
         if self.accelerator_count:
-            machine.update(accelerator_type=self.accelerator_type,
-                           accelerator_count=self.accelerator_count)
+            machine.update(
+                accelerator_type=self.accelerator_type, accelerator_count=self.accelerator_count
+            )
 
         def pool(replicas: int) -> dict:  # separate dicts: TFX writes the command into each
-            return {"machine_spec": dict(machine), "replica_count": replicas,
-                    "container_spec": {"image_uri": self.image}}
+            return {
+                "machine_spec": dict(machine),
+                "replica_count": replicas,
+                "container_spec": {"image_uri": self.image},
+            }
 
         return [pool(1)] + ([pool(self.replica_count - 1)] if self.replica_count > 1 else [])
 
@@ -85,9 +94,14 @@ class VertexTraining:
         job_spec = {"worker_pool_specs": self.worker_pool_specs()}
         if self.service_account:
             job_spec["service_account"] = self.service_account
-        return {vertex_trainer_executor.TRAINING_ARGS_KEY: {"project": self.project,
-                                                           "job_spec": job_spec},
-                constants.ENABLE_VERTEX_KEY: True, constants.VERTEX_REGION_KEY: self.region}
+        return {
+            vertex_trainer_executor.TRAINING_ARGS_KEY: {
+                "project": self.project,
+                "job_spec": job_spec,
+            },
+            constants.ENABLE_VERTEX_KEY: True,
+            constants.VERTEX_REGION_KEY: self.region,
+        }
 
 
 class Executor(vertex_trainer_executor.GenericExecutor):
