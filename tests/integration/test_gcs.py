@@ -25,6 +25,7 @@ from tfx_tabular.io import convert as conversion
 from tfx_tabular.io import plan
 from tfx_tabular.io.parquet import SOURCE_METADATA_FILE, InputError, open_dataset
 from tfx_tabular.io.plan import OutputOptions
+from tfx_tabular.io.staging import PUBLISHED_MARKER
 
 BUCKET = "bucket"
 SPLITS = ("train", "eval")
@@ -171,7 +172,7 @@ def test_gs_output_has_the_row_counts_and_shards(converted):
     published = {n for n in converted.names if TEMP_DIR not in n}
     assert published == {
         f"out/Split-{name}/{plan.shard_name(i, 2, options)}" for name in SPLITS for i in range(2)
-    } | {f"out/{SOURCE_METADATA_FILE}"}
+    } | {f"out/{SOURCE_METADATA_FILE}", f"out/{PUBLISHED_MARKER}"}
 
 
 def test_gs_records_read_back_equal_a_local_conversion(converted):

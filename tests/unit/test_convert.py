@@ -15,11 +15,12 @@ from conftest import HIVE_FILES, IN_MEMORY_BEAM
 from tfx_tabular.io import convert as conversion
 from tfx_tabular.io.parquet import InputError, open_dataset
 from tfx_tabular.io.plan import OutputOptions, Splits, splits_by_partition, splits_by_patterns
+from tfx_tabular.io.staging import STAGING_DIR
 
 tf = pytest.importorskip("tensorflow")
 from tensorflow.core.example import example_pb2  # noqa: E402
 
-TEMP_DIR = ".tfx-tabular-incomplete"
+TEMP_DIR = STAGING_DIR
 
 
 def split_files(output_dir: str, split: str) -> list:

@@ -478,7 +478,12 @@ def test_partition_path_tricks_are_plain_values(tmp_path):
     assert dataset.schema.field("k").type == pa.string()
     splits = splits_by_partition(dataset, "k", values={"eval": ["..", "a/b"]})
     run(dataset, tmp_path / "out", splits, OutputOptions(num_shards=2))
-    assert set(os.listdir(tmp_path / "out")) == {"Split-train", "Split-eval", "source_schema.arrow"}
+    assert set(os.listdir(tmp_path / "out")) == {
+        "Split-train",
+        "Split-eval",
+        "source_schema.arrow",
+        "_tfx_tabular_published.json",
+    }
     assert {p for p in _tree(tmp_path) - before if not p.startswith("out")} == set()
     expected = {i: value.encode() for i, value in enumerate(folders.values())}
     held_out = {b"..", b"a/b"}

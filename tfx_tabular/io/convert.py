@@ -4,8 +4,10 @@ Work is planned from Parquet footers: row groups are dealt into `num_shards` sha
 shard is one DoFn call that streams its row groups in bounded batches, encodes them
 (`tfx_tabular.io.encoding`), hashes rows into splits and appends framed records to one temporary file
 per split. No data passes through Beam's shuffle, so memory stays flat whatever the dataset size.
-`finalize` checks every row was written and only then moves the shards into `Split-<name>/`.
-A failed or killed run leaves nothing in place; a retried shard rewrites its own files whole.
+Each run stages its files in a folder of its own (`tfx_tabular.io.staging`); `publish` checks
+every row was written, claims the output (one run of two racing for a folder publishes) and only
+then moves the shards into `Split-<name>/`. A failed or killed run leaves nothing in place; a
+retried shard rewrites its own files whole.
 """
 
 from __future__ import annotations
@@ -14,24 +16,81 @@ import contextlib
 import dataclasses
 import json
 import posixpath
+import threading
 import time
-import uuid
 import zlib
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from tfx_tabular.io import encoding, parquet
 from tfx_tabular.io.mapping import features_of
 from tfx_tabular.io.parquet import Dataset, InputError
 from tfx_tabular.io.plan import OutputOptions, Splits, plan_shards, shard_name
+from tfx_tabular.io.staging import PUBLISHED_MARKER, Staging
 
-_TEMP_DIR = ".tfx-tabular-incomplete"
+PROGRESS_DIR = "progress"
+
+
+class _ShardProgress:
+    """A shard's written rows: a Beam counter (runner UIs, the final metrics) and, at most every
+    `every` seconds, a small file in the staging folder that the driver polls for its progress
+    display (the DirectRunner gives its driver no metrics before the pipeline ends)."""
+
+    ROWS = Metrics.counter("tfx_tabular", "rows_converted")
+
+    def __init__(self, temp_dir: str, shard_index: int, every: float = 1.0):
+        self._path = posixpath.join(temp_dir, PROGRESS_DIR, f"shard-{shard_index:05d}.json")
+        self._every, self._last, self.rows = every, float("-inf"), 0
+
+    def add(self, rows: int) -> None:
+        self.ROWS.inc(rows)
+        self.rows += rows
+        if time.monotonic() - self._last >= self._every:
+            self.write()
+
+    def write(self) -> None:
+        self._last = time.monotonic()
+        with FileSystems.create(self._path) as handle:
+            handle.write(json.dumps({"rows": self.rows}).encode())
+
+
+def _rows_written(temp_dir: str) -> int:
+    files = FileSystems.match([posixpath.join(temp_dir, PROGRESS_DIR, "*.json")])[0].metadata_list
+    total = 0
+    for meta in files:
+        with contextlib.suppress(Exception):  # a file being rewritten: counted next time
+            with FileSystems.open(meta.path) as handle:
+                total += json.loads(handle.read())["rows"]
+    return total
+
+
+@contextlib.contextmanager
+def _watching(temp_dir: str, on_progress: Optional[Callable[[int], None]], every: float = 0.5):
+    """Call `on_progress(rows written)` from a thread while the pipeline runs."""
+    if on_progress is None:
+        yield
+        return
+    stop = threading.Event()
+
+    def poll():
+        while not stop.wait(every):
+            with contextlib.suppress(Exception):
+                on_progress(_rows_written(temp_dir))
+
+    thread = threading.Thread(target=poll, daemon=True, name="conversion-progress")
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 class _FileWriter:
@@ -132,6 +191,7 @@ class ConvertShard(beam.DoFn):
     def _write_shard(self, shard_index: int, writers: list[_FileWriter]) -> np.ndarray:
         """Encodes the shard's row groups into the split writers; returns rows per split."""
         rows = np.zeros(len(writers), dtype=np.int64)
+        progress = _ShardProgress(self._temp_dir, shard_index)
         for file_index, row_groups in self._shards[shard_index]:
             info = self._dataset.files[file_index]
             if (
@@ -156,6 +216,8 @@ class ConvertShard(beam.DoFn):
                             encoding.gather_records(encoded.buffer, encoded.offsets, chosen)
                         )
                     rows[s] += len(chosen)
+                progress.add(len(split_ids))
+        progress.write()
         return rows
 
 
@@ -212,19 +274,7 @@ class ConversionResult:
         return sum(self.rows.values()) / self.seconds if self.seconds else 0.0
 
 
-def temp_dir_for(output_dir: str) -> str:
-    return posixpath.join(output_dir, _TEMP_DIR, uuid.uuid4().hex)
-
-
-def finalize(
-    dataset: Dataset,
-    splits: Splits,
-    temp_dir: str,
-    output_dir: str,
-    num_shards: int,
-    options: OutputOptions,
-) -> ConversionResult:
-    """Check every row was written, then move the shards into `Split-<name>/` folders."""
+def _rows_per_split(temp_dir: str, splits: Splits, num_shards: int) -> dict[str, int]:
     stats_files = FileSystems.match([posixpath.join(temp_dir, "stats", "*.json")])[0].metadata_list
     if len(stats_files) != num_shards:
         raise RuntimeError(
@@ -235,6 +285,27 @@ def finalize(
         with FileSystems.open(meta.path) as handle:
             for name, count in json.loads(handle.read())["rows"].items():
                 rows[name] += count
+    return rows
+
+
+def _move_shards(staging: Staging, splits: Splits, num_shards: int, options: OutputOptions):
+    sources, targets = [], []
+    for name in splits.names:
+        for i in range(num_shards):
+            shard = shard_name(i, num_shards, options)
+            sources.append(posixpath.join(staging.folder, name, shard))
+            targets.append(posixpath.join(staging.output_dir, f"Split-{name}", shard))
+    for target_dir in {posixpath.dirname(t) for t in targets}:
+        if not FileSystems.exists(target_dir):
+            FileSystems.mkdirs(target_dir)
+    FileSystems.rename(sources, targets)
+
+
+def publish(
+    dataset: Dataset, splits: Splits, staging: Staging, num_shards: int, options: OutputOptions
+) -> ConversionResult:
+    """Check every row was written, claim the output, then move the shards into `Split-<name>/`."""
+    rows = _rows_per_split(staging.folder, splits, num_shards)
     expected = (
         dataset.num_rows
         if splits.file_splits is None
@@ -245,22 +316,13 @@ def finalize(
             f"wrote {sum(rows.values())} rows but the footers count {expected}; "
             "output not published"
         )
-    sources, targets = [], []
-    for name in splits.names:
-        for i in range(num_shards):
-            sources.append(posixpath.join(temp_dir, name, shard_name(i, num_shards, options)))
-            targets.append(
-                posixpath.join(output_dir, f"Split-{name}", shard_name(i, num_shards, options))
-            )
-    for target_dir in {posixpath.dirname(t) for t in targets}:
-        if not FileSystems.exists(target_dir):
-            FileSystems.mkdirs(target_dir)
-    FileSystems.rename(sources, targets)
-    metadata_path = posixpath.join(output_dir, parquet.SOURCE_METADATA_FILE)
+    staging.claim(rows)
+    _move_shards(staging, splits, num_shards, options)
+    metadata_path = posixpath.join(staging.output_dir, parquet.SOURCE_METADATA_FILE)
     with FileSystems.create(metadata_path) as handle:
         handle.write(dataset.source_metadata().to_arrow_schema().serialize().to_pybytes())
-    delete_tree(posixpath.dirname(temp_dir))
-    return ConversionResult(output_dir, rows, num_shards, options.compression)
+    staging.discard()
+    return ConversionResult(staging.output_dir, rows, num_shards, options.compression)
 
 
 # Threads, not processes: the encoder kernels, Arrow's readers and file writes all release the GIL,
@@ -284,18 +346,20 @@ def run_conversion(
     output_dir: str,
     options: OutputOptions,
     pipeline: beam.Pipeline,
+    on_progress: Optional[Callable[[int], None]] = None,
 ) -> ConversionResult:
-    """Write the shards with `pipeline`, then publish them under `output_dir` (`finalize`), or
-    remove what the run wrote (`discard`). The one way a conversion runs: CLI and executor."""
-    temp_dir = temp_dir_for(output_dir)
+    """Write the shards with `pipeline` into a staging folder of this run's own, then publish
+    them under `output_dir`, or remove the staging folder. The one way a conversion runs (CLI and
+    executor). `on_progress(rows written)` is called from a thread while the pipeline runs."""
+    staging = Staging.create(output_dir)
     start = time.perf_counter()
-    write = WriteExamples(dataset, splits, temp_dir, options)
     try:
-        with pipeline as p:
+        write = WriteExamples(dataset, splits, staging.folder, options)
+        with _watching(staging.folder, on_progress), pipeline as p:
             _ = p | "WriteExamples" >> write
-        result = finalize(dataset, splits, temp_dir, output_dir, len(write.shards), options)
+        result = publish(dataset, splits, staging, len(write.shards), options)
     except BaseException:
-        discard(output_dir)
+        staging.discard()
         raise
     result.seconds = time.perf_counter() - start
     return result
@@ -307,26 +371,15 @@ def convert(
     splits: Splits = Splits(),
     options: OutputOptions = OutputOptions(),
     beam_pipeline_args: Sequence[str] = (),
+    on_progress: Optional[Callable[[int], None]] = None,
 ) -> ConversionResult:
     """Convert into an empty `output_dir` with a Beam pipeline of its own (the CLI's way)."""
-    existing = FileSystems.match([posixpath.join(output_dir, "Split-*", "*")])[0].metadata_list
-    if existing:
-        raise InputError(f"{output_dir} already holds Split-* output; choose an empty folder")
+    published = FileSystems.match(
+        [posixpath.join(output_dir, "Split-*", "*"), posixpath.join(output_dir, PUBLISHED_MARKER)]
+    )
+    if any(m.metadata_list for m in published):
+        raise InputError(
+            f"{output_dir} already holds a conversion's output; choose an empty folder"
+        )
     pipeline = beam.Pipeline(options=PipelineOptions(beam_args_with_defaults(beam_pipeline_args)))
-    return run_conversion(dataset, splits, output_dir, options, pipeline)
-
-
-def discard(output_dir: str) -> None:
-    """Remove the temporary output of failed runs."""
-    delete_tree(posixpath.join(output_dir, _TEMP_DIR))
-
-
-def delete_tree(folder: str) -> None:
-    """Delete a folder and everything below it, on file systems and object stores alike."""
-    if FileSystems.exists(folder):  # a real directory: deleted recursively
-        FileSystems.delete([folder])
-        return
-    # On gs:// and s3:// a folder is only a name prefix: delete the objects under it.
-    objects = FileSystems.match([folder.rstrip("/") + "/**"])[0].metadata_list
-    if objects:
-        FileSystems.delete([m.path for m in objects])
+    return run_conversion(dataset, splits, output_dir, options, pipeline, on_progress)
