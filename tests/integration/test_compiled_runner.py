@@ -261,7 +261,7 @@ def test_cli_prints_run_errors_without_a_traceback(tmp_path, capsys):
         cli.main(
             ["run-compiled", _write_yaml(tmp_path, spec), "--pipeline-root", str(tmp_path / "root")]
         )
-        == 2
+        == 3  # a task failed
     )
     assert capsys.readouterr().err.startswith("tfx-tabular: error: task silent exited without")
 

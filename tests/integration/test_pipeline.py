@@ -14,12 +14,12 @@ from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
 from tfx_tabular.io import demo_data
 from tfx_tabular.pipelines import create_pipeline
 from tfx_tabular.pipelines.pipeline import local_metadata_path
-from tfx_tabular.pipelines.run_report import print_run_report
+from tfx_tabular.pipelines.run_report import collect_run_report, format_run_report
 
 pytestmark = pytest.mark.slow
 
 
-def test_full_pipeline_with_stock_components(tmp_path, capsys):
+def test_full_pipeline_with_stock_components(tmp_path):
     data = str(tmp_path / "data")
     demo_data.write_dataset(data, 1500, days=3, files_per_day=1, row_group_size=500)
     root = str(tmp_path / "root")
@@ -64,8 +64,10 @@ def test_full_pipeline_with_stock_components(tmp_path, capsys):
     batch = next(iter(tf.data.TFRecordDataset(records).batch(4)))
     assert serving.signatures["serving_default"](examples=batch)["outputs"].shape == (4, 1)
 
-    print_run_report(local_metadata_path(root), "full")
-    summary = capsys.readouterr().out
+    report = collect_run_report(local_metadata_path(root))
+    summary = "\n".join(format_run_report(report, "full"))
+    assert report["examples"]["rows"] == {"eval": 500, "train": 1000}
+    assert report["training"]["tensorboard"].startswith("tensorboard --logdir ")
     assert "Split-train: 1,000 rows" in summary and "Split-eval: 500 rows" in summary
     assert "waiting on input:" in summary
     lineage = next(line for line in summary.splitlines() if line.startswith("Lineage"))

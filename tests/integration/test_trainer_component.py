@@ -51,6 +51,17 @@ def _run(tmp_path, data, curated=None):
     return max(runs, key=lambda a: a.id), max(models, key=lambda a: a.id), train_rows
 
 
+def _scalar_tags(run_dir: str, name: str) -> set:
+    """The scalar tags in a TensorBoard folder, each required at both epochs' steps."""
+    steps: dict = {}
+    for path in glob.glob(os.path.join(run_dir, name, "events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                steps.setdefault(value.tag, set()).add(event.step)
+    assert all(len(s) == 2 for s in steps.values()), steps  # 2 epochs
+    return set(steps)
+
+
 def _parsed_features(run):
     return list(run.custom_properties["parsed_features"].struct_value["__value__"])
 
@@ -67,6 +78,9 @@ def test_trainer_uses_the_schema_artifact_and_exports_a_serving_model(tmp_path):
     assert 0 <= props["input_wait_fraction"].double_value <= 1
     assert props["examples_per_second"].double_value > 0
     assert "eval_auc" in props
+    # TensorBoard: per epoch, the training figures and the eval metrics, at the epoch's last step.
+    assert _scalar_tags(run.uri, "train") == {"loss", "examples_per_second", "input_wait_fraction"}
+    assert _scalar_tags(run.uri, "eval") == {"auc", "loss"}
 
     serving = tf.saved_model.load(os.path.join(model.uri, "Format-Serving"))
     records = glob.glob(

@@ -1,8 +1,10 @@
-"""The run summary printed after a local pipeline run, read back from ML Metadata."""
+"""The report of a local pipeline run, read back from ML Metadata: collected as a dict (the
+`--json` document of `tfx-tabular run`) and formatted as lines for people."""
 
 from __future__ import annotations
 
 import os
+from typing import Optional
 
 from ml_metadata.proto import metadata_store_pb2
 
@@ -25,7 +27,43 @@ def _inputs_of_producer(store, artifact) -> list:
     return store.get_artifacts_by_id(inputs) if inputs else []
 
 
-def print_run_report(metadata_path: str, pipeline_name: str) -> None:
+def _examples_report(examples) -> dict:
+    props = examples.custom_properties
+    rows = props["row_counts"].struct_value if "row_counts" in props else {}
+    seconds = props["conversion_seconds"].double_value if "conversion_seconds" in props else 0.0
+    return {
+        "uri": examples.uri,
+        "rows": {k: int(v) for k, v in sorted(rows.items())},
+        "conversion_seconds": seconds,
+    }
+
+
+def _training_report(run) -> dict:
+    p = run.custom_properties
+    report = {"uri": run.uri, "tensorboard": f"tensorboard --logdir {run.uri}"}
+    if "examples_per_second" in p:
+        report.update(
+            examples_per_second=p["examples_per_second"].double_value,
+            input_wait_fraction=p["input_wait_fraction"].double_value,
+            total_steps=p["total_steps"].int_value,
+            replicas=p["replicas"].int_value,
+        )
+    report["eval"] = {k[5:]: v.double_value for k, v in sorted(p.items()) if k.startswith("eval_")}
+    return report
+
+
+def _lineage(store, types: dict, model) -> list[str]:
+    chain = [model]
+    for _ in range(4):
+        parents = _inputs_of_producer(store, chain[-1])
+        if not parents:
+            break
+        chain.append(next((a for a in parents if types[a.type_id] == "Schema"), parents[0]))
+    return [f"{types[a.type_id]}#{a.id}" for a in reversed(chain)]
+
+
+def collect_run_report(metadata_path: str) -> dict:
+    """What the latest run produced: examples, schema, training figures, model and lineage."""
     from tfx.orchestration import metadata
 
     with metadata.Metadata(metadata.sqlite_metadata_connection_config(metadata_path)) as m:
@@ -40,42 +78,56 @@ def print_run_report(metadata_path: str, pipeline_name: str) -> None:
         schema = next(
             (a for a in trained_on if types[a.type_id] == "Schema"), _latest(store, "Schema")
         )
-        print(f"== {pipeline_name}: summary from ML Metadata ==")
+        report: dict[str, Optional[dict]] = {
+            "examples": None,
+            "schema": None,
+            "training": None,
+            "model": None,
+        }
         if examples:
-            props = examples.custom_properties
-            rows = props["row_counts"].struct_value if "row_counts" in props else {}
-            seconds = (
-                props["conversion_seconds"].double_value if "conversion_seconds" in props else 0
-            )
-            total = sum(rows.values())
-            print(f"Examples  {examples.uri}")
-            for name, count in sorted(rows.items()):
-                print(f"  Split-{name}: {int(count):,} rows")
-            if seconds:
-                print(f"  converted at {total / seconds:,.0f} rows/s ({seconds:.1f} s)")
+            report["examples"] = _examples_report(examples)
         if schema:
             num = schema.custom_properties.get("num_features")
-            print(
-                f"Schema    {os.path.join(schema.uri, 'schema.pbtxt')}"
-                f"  ({num.int_value if num else '?'} features)"
-            )
+            report["schema"] = {
+                "path": os.path.join(schema.uri, "schema.pbtxt"),
+                "features": num.int_value if num else None,
+            }
         if run:
-            p = run.custom_properties
-            if "examples_per_second" in p:
-                print(
-                    f"Training  {p['examples_per_second'].double_value:,.0f} examples/s, waiting "
-                    f"on input: {p['input_wait_fraction'].double_value:.0%}, "
-                    f"{p['total_steps'].int_value} steps on {p['replicas'].int_value} replica(s)"
-                )
-            metrics = {k[5:]: v.double_value for k, v in p.items() if k.startswith("eval_")}
-            if metrics:
-                print("Eval      " + ", ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items())))
+            report["training"] = _training_report(run)
         if model:
-            print(f"Model     {os.path.join(model.uri, 'Format-Serving')}")
-            chain = [model]
-            for _ in range(4):
-                parents = _inputs_of_producer(store, chain[-1])
-                if not parents:
-                    break
-                chain.append(next((a for a in parents if types[a.type_id] == "Schema"), parents[0]))
-            print("Lineage   " + " → ".join(f"{types[a.type_id]}#{a.id}" for a in reversed(chain)))
+            report["model"] = {
+                "path": os.path.join(model.uri, "Format-Serving"),
+                "lineage": _lineage(store, types, model),
+            }
+        return report
+
+
+def format_run_report(report: dict, pipeline_name: str) -> list[str]:
+    lines = [f"== {pipeline_name}: summary from ML Metadata =="]
+    examples, schema, training, model = (
+        report[k] for k in ("examples", "schema", "training", "model")
+    )
+    if examples:
+        lines.append(f"Examples  {examples['uri']}")
+        lines += [f"  Split-{name}: {count:,} rows" for name, count in examples["rows"].items()]
+        if examples["conversion_seconds"]:
+            total, seconds = sum(examples["rows"].values()), examples["conversion_seconds"]
+            lines.append(f"  converted at {total / seconds:,.0f} rows/s ({seconds:.1f} s)")
+    if schema:
+        lines.append(f"Schema    {schema['path']}  ({schema['features'] or '?'} features)")
+    if training:
+        if "examples_per_second" in training:
+            lines.append(
+                f"Training  {training['examples_per_second']:,.0f} examples/s, waiting "
+                f"on input: {training['input_wait_fraction']:.0%}, "
+                f"{training['total_steps']} steps on {training['replicas']} replica(s)"
+            )
+        if training["eval"]:
+            lines.append(
+                "Eval      " + ", ".join(f"{k} {v:.4f}" for k, v in training["eval"].items())
+            )
+        lines.append(f"TensorBoard  {training['tensorboard']}")
+    if model:
+        lines.append(f"Model     {model['path']}")
+        lines.append("Lineage   " + " → ".join(model["lineage"]))
+    return lines

@@ -18,7 +18,7 @@ _LAZY = {
     "SchemaError": "tfx_tabular.schemas.infer",
     "feature_spec": "tfx_tabular.schemas.parsing",
     "statistics_overlay": "tfx_tabular.schemas.statistics",
-    "describe": "tfx_tabular.schemas.describe",
+    "schema_rows": "tfx_tabular.schemas.describe",
 }
 
 

@@ -180,40 +180,102 @@ def _step_functions(strategy: tf.distribute.Strategy, t: _Trainable, global_batc
     return train_step, eval_step
 
 
-def _write_epoch_summary(writer, stats: EpochStats, step: int) -> None:
+def _write_summary(writer, step: int, values: dict) -> None:
     with writer.as_default(step=step):
-        tf.summary.scalar("loss", stats.loss)
-        tf.summary.scalar("examples_per_second", stats.examples_per_second)
-        tf.summary.scalar("input_wait_fraction", stats.input_wait_fraction)
+        for name, value in values.items():
+            tf.summary.scalar(name, value)
 
 
-def _run_epoch(
-    iterator, train_step, step: tf.Variable, epoch_end: int, manager, checkpoint_every: int
-) -> tuple[int, float, float, float]:
-    """Steps to `epoch_end`; returns (steps, last loss, seconds, seconds waiting on input)."""
-    start, waiting, steps, loss = time.perf_counter(), 0.0, 0, tf.constant(0.0)
-    while int(step.numpy()) < epoch_end:
-        fetch = time.perf_counter()
-        batch = next(iterator)
-        waiting += time.perf_counter() - fetch
-        loss = train_step(batch)
-        steps += 1
-        if int(step.numpy()) % checkpoint_every == 0:
-            manager.save(checkpoint_number=step)
-    loss_value = float(loss.numpy())  # waits for the last step
-    return steps, loss_value, time.perf_counter() - start, waiting
+@dataclasses.dataclass
+class _Loop:
+    """The epoch loop: train to each epoch's end, checkpoint, evaluate, write TensorBoard
+    summaries (train/ and eval/), report progress."""
 
+    trainable: _Trainable
+    train_step: Callable
+    eval_step: Callable
+    eval_dataset: Callable[[], object]
+    manager: tf.train.CheckpointManager
+    writers: dict  # "train" / "eval" → summary writer
+    batch_size: int
+    checkpoint_every: int
+    eval_steps: Optional[int]
+    on_epoch: Optional[Callable[[EpochStats], None]]
+    on_progress: Optional[Callable[[int, str], None]]
 
-def _evaluate(dataset, eval_step, metrics: dict, eval_steps: Optional[int]) -> dict[str, float]:
-    """`eval_steps` batches (None: the whole eval split once)."""
-    iterator, done = iter(dataset), 0
-    while eval_steps is None or done < eval_steps:
-        batch = next(iterator, None)
-        if batch is None:
-            break
-        eval_step(batch)
-        done += 1
-    return {name: float(metric.result().numpy()) for name, metric in metrics.items()}
+    def _progress(self, steps: int, start: float, waiting: float, loss) -> None:
+        seconds = time.perf_counter() - start
+        self.on_progress(
+            int(self.trainable.step.numpy()),
+            f"loss {float(loss.numpy()):.4f}, "
+            f"{steps * self.batch_size / seconds:,.0f} examples/s, "
+            f"input wait {waiting / seconds:.0%}",
+        )
+
+    def epoch(self, iterator, number: int, epoch_end: int) -> EpochStats:
+        """Steps to `epoch_end`, timing the wait for input apart from the steps."""
+        step = self.trainable.step
+        start, waiting, steps, loss = time.perf_counter(), 0.0, 0, tf.constant(0.0)
+        reported = start
+        while int(step.numpy()) < epoch_end:
+            fetch = time.perf_counter()
+            batch = next(iterator)
+            waiting += time.perf_counter() - fetch
+            loss = self.train_step(batch)
+            steps += 1
+            if int(step.numpy()) % self.checkpoint_every == 0:
+                self.manager.save(checkpoint_number=step)
+            if self.on_progress and time.perf_counter() - reported >= 1.0:
+                reported = time.perf_counter()
+                self._progress(steps, start, waiting, loss)
+        loss_value = float(loss.numpy())  # waits for the last step
+        seconds = time.perf_counter() - start
+        return EpochStats(
+            number,
+            steps,
+            loss_value,
+            steps * self.batch_size / seconds if seconds else 0.0,
+            waiting / seconds if seconds else 0.0,
+        )
+
+    def evaluate(self) -> dict[str, float]:
+        """`eval_steps` batches (None: the whole eval split once)."""
+        for metric in self.trainable.eval_metrics.values():
+            metric.reset_state()
+        iterator, done = iter(self.eval_dataset()), 0
+        while self.eval_steps is None or done < self.eval_steps:
+            batch = next(iterator, None)
+            if batch is None:
+                break
+            self.eval_step(batch)
+            done += 1
+        return {name: float(m.result().numpy()) for name, m in self.trainable.eval_metrics.items()}
+
+    def run(self, iterator, steps_per_epoch: int, last_step: int, evaluate: bool):
+        """Epochs up to `last_step`, each evaluated when `evaluate`; (history, last metrics)."""
+        history, metrics, step = [], {}, self.trainable.step
+        while int(step.numpy()) < last_step:
+            epoch = int(step.numpy()) // steps_per_epoch
+            stats = self.epoch(iterator, epoch + 1, min((epoch + 1) * steps_per_epoch, last_step))
+            history.append(stats)
+            self.manager.save(checkpoint_number=step)
+            _write_summary(
+                self.writers["train"],
+                int(step.numpy()),
+                {
+                    "loss": stats.loss,
+                    "examples_per_second": stats.examples_per_second,
+                    "input_wait_fraction": stats.input_wait_fraction,
+                },
+            )
+            if evaluate:
+                metrics = self.evaluate()
+                _write_summary(self.writers["eval"], int(step.numpy()), metrics)
+            if self.on_epoch:
+                self.on_epoch(stats)
+        if evaluate and not history:  # resumed after the last step: evaluate what was restored
+            metrics = self.evaluate()
+        return history, metrics
 
 
 def train(
@@ -238,6 +300,7 @@ def train(
     mixed_precision: bool = False,
     transform_output=None,
     on_epoch: Optional[Callable[[EpochStats], None]] = None,
+    on_progress: Optional[Callable[[int, str], None]] = None,
     stop_after_steps: Optional[int] = None,
 ) -> TrainResult:
     """Train `model_fn(schema, label)` (default: the reference model) for `epochs` epochs of
@@ -245,7 +308,10 @@ def train(
     `eval_steps` batches (None: the whole eval split once); export the serving model (the
     chief's copy is kept).
 
-    `stop_after_steps` stops early without exporting (used to test resumption).
+    Every epoch ends with a checkpoint, an evaluation and TensorBoard summaries (`train/`: loss,
+    examples/s, input wait; `eval/`: the metrics). `on_progress(step, note)` is called at most
+    once a second. `stop_after_steps` stops early without evaluating or exporting (used to test
+    resumption).
     """
     from tfx_tabular.training.model import build_reference_model
 
@@ -296,41 +362,35 @@ def train(
         )
     manager = _restore_checkpoints(trainable, run)
     train_step, eval_step = _step_functions(strategy, trainable, batch_size)
-    writer = tf.summary.create_file_writer(run.writable(os.path.join(run_dir, "train")))
-    history: list[EpochStats] = []
-    step = trainable.step
+    writers = {
+        name: tf.summary.create_file_writer(run.writable(os.path.join(run_dir, name)))
+        for name in ("train", "eval")
+    }
+    loop = _Loop(
+        trainable,
+        train_step,
+        eval_step,
+        lambda: distributed(eval_files, training=False),
+        manager,
+        writers,
+        batch_size,
+        checkpoint_every,
+        eval_steps,
+        on_epoch,
+        on_progress,
+    )
     total_steps = train_steps or steps_per_epoch * epochs
     last_step = min(total_steps, stop_after_steps or total_steps)
+    finished = last_step == total_steps  # stopped early: no evaluation, no export
     try:
         with _precision_policy(mixed_precision):
-            iterator = iter(distributed(train_files, training=True))
-            while int(step.numpy()) < last_step:
-                epoch = int(step.numpy()) // steps_per_epoch
-                epoch_end = min((epoch + 1) * steps_per_epoch, last_step)
-                steps, loss, seconds, waiting = _run_epoch(
-                    iterator, train_step, step, epoch_end, manager, checkpoint_every
-                )
-                stats = EpochStats(
-                    epoch + 1,
-                    steps,
-                    loss,
-                    steps * batch_size / seconds if seconds else 0.0,
-                    waiting / seconds if seconds else 0.0,
-                )
-                history.append(stats)
-                manager.save(checkpoint_number=step)
-                _write_epoch_summary(writer, stats, int(step.numpy()))
-                if on_epoch:
-                    on_epoch(stats)
-            if last_step < total_steps:  # stopped early: no evaluation, no export
-                return TrainResult(int(step.numpy()), history, {}, None)
-            results = _evaluate(
-                distributed(eval_files, training=False),
-                eval_step,
-                trainable.eval_metrics,
-                eval_steps,
+            history, metrics = loop.run(
+                iter(distributed(train_files, training=True)),
+                steps_per_epoch,
+                last_step,
+                evaluate=finished,
             )
-            if serving_model_dir is not None:
+            if finished and serving_model_dir is not None:
                 export_serving_model(
                     trainable.model,
                     schema,
@@ -339,12 +399,11 @@ def train(
                     transform_output,
                 )
     finally:
-        writer.close()
+        for writer in writers.values():
+            writer.close()
         if run.scratch is not None:
             run.scratch.cleanup()
+    exported = finished and serving_model_dir is not None and chief
     return TrainResult(
-        int(step.numpy()),
-        history,
-        results,
-        serving_model_dir if serving_model_dir is not None and chief else None,
+        int(trainable.step.numpy()), history, metrics, serving_model_dir if exported else None
     )

@@ -14,6 +14,7 @@ from tfx.utils import proto_utils
 
 from tfx_tabular.components.parameters import resolve
 from tfx_tabular.components.parquet_example_gen import driver, spec
+from tfx_tabular.components.progress import Progress
 from tfx_tabular.io import convert, plan
 
 
@@ -84,9 +85,16 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             f"files into {', '.join(splits.names)}",
             flush=True,
         )
-        result = convert.run_conversion(
-            dataset, splits, examples.uri, options, self._make_beam_pipeline()
-        )
+        with Progress("ParquetExampleGen", dataset.num_rows, "rows") as progress:
+            result = convert.run_conversion(
+                dataset,
+                splits,
+                examples.uri,
+                options,
+                self._make_beam_pipeline(),
+                on_progress=progress.update,
+            )
+            progress.update(sum(result.rows.values()))
         _record(examples, result, splits.names)
         print(
             f"ParquetExampleGen: {sum(result.rows.values()):,} rows in {result.seconds:.1f} s "

@@ -15,6 +15,7 @@ from tfx.utils import import_utils, path_utils, proto_utils
 
 from tfx_tabular import schemas
 from tfx_tabular.components.parameters import resolve
+from tfx_tabular.components.progress import Progress
 from tfx_tabular.components.tabular_trainer import spec
 
 
@@ -124,26 +125,29 @@ class Executor(base_executor.BaseExecutor):
         )
         model = artifact_utils.get_single_instance(output_dict[spec.MODEL])
         model_run = artifact_utils.get_single_instance(output_dict[spec.MODEL_RUN])
-        result = loop.train(
-            files[train_split],
-            files[eval_split],
-            schema,
-            model_run.uri,
-            path_utils.serving_model_dir(model.uri),
-            label=params["label"] or None,
-            model_fn=load_model_fn(params["model_fn"], params["module_file"]),
-            batch_size=batch_size,
-            steps_per_epoch=steps_per_epoch,
-            epochs=params["epochs"],
-            train_steps=train_args.num_steps or None,
-            eval_steps=eval_args.num_steps or None,
-            learning_rate=params["learning_rate"],
-            cache=params["cache"] or None,
-            strategy=strategy,
-            mixed_precision=bool(params["mixed_precision"]),
-            transform_output=transform_output,
-            on_epoch=_print_epoch,
-        )
+        total = train_args.num_steps or steps_per_epoch * params["epochs"]
+        with Progress("training", total, "steps") as progress:
+            result = loop.train(
+                files[train_split],
+                files[eval_split],
+                schema,
+                model_run.uri,
+                path_utils.serving_model_dir(model.uri),
+                label=params["label"] or None,
+                model_fn=load_model_fn(params["model_fn"], params["module_file"]),
+                batch_size=batch_size,
+                steps_per_epoch=steps_per_epoch,
+                epochs=params["epochs"],
+                train_steps=train_args.num_steps or None,
+                eval_steps=eval_args.num_steps or None,
+                learning_rate=params["learning_rate"],
+                cache=params["cache"] or None,
+                strategy=strategy,
+                mixed_precision=bool(params["mixed_precision"]),
+                transform_output=transform_output,
+                on_epoch=_print_epoch,
+                on_progress=progress.update,
+            )
         summary = _run_summary(result, strategy, gpus, schema)
         record_run_summary(model_run, summary)
         if strategies.is_chief(strategy):

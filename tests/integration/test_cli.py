@@ -1,0 +1,208 @@
+"""The command line as a person and a script use it: flags anywhere, --version, exit codes, short
+errors, --json documents, a live bar on a terminal and plain lines in a pipe, light commands."""
+
+import json
+import os
+import pty
+import statistics
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tfx_tabular.io import demo_data
+
+CLI = os.path.join(os.path.dirname(sys.executable), "tfx-tabular")
+HEAVY = ("tensorflow", "apache_beam", "tfx")
+
+
+def cli(*args, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=600, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> str:
+    root = str(tmp_path_factory.mktemp("cli") / "data")
+    demo_data.write_dataset(root, 4000, days=2, files_per_day=1, row_group_size=1000)
+    return root
+
+
+@pytest.fixture(scope="module")
+def examples(data, tmp_path_factory) -> str:
+    out = str(tmp_path_factory.mktemp("cli") / "examples")
+    assert cli("convert", data, out, "--quiet").returncode == 0
+    return out
+
+
+def test_version_names_the_stack():
+    result = cli("--version")
+    assert result.returncode == 0
+    assert result.stdout.startswith("tfx-tabular 0.1.0 (TFX 1.16.0, TensorFlow 2.16.2, Apache Beam")
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_verbose_and_quiet_go_before_or_after_the_subcommand(data, tmp_path, where):
+    args = ["convert", data, str(tmp_path / where), "--num-shards", "2"]
+    result = cli(*(["--quiet", *args] if where == "before" else [*args, "--quiet"]))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""  # --quiet: nothing but errors
+    verbose = cli("show-schema", "nope.pbtxt", "--verbose")
+    assert verbose.returncode == 1 and "Traceback" in verbose.stderr
+
+
+def test_exit_codes_and_one_line_errors(data, examples, tmp_path):
+    usage = cli("convert", data)  # missing OUTPUT_DIR
+    assert usage.returncode == 2 and "required: output_dir" in usage.stderr
+    bad = cli("convert", str(tmp_path / "missing"), str(tmp_path / "out"))
+    assert bad.returncode == 1
+    assert bad.stderr.splitlines() == [
+        f"tfx-tabular: error: input folder {tmp_path / 'missing'} does not exist",
+        "hint: check the path; gs:// URIs work too",
+    ]
+    taken = cli("convert", data, examples)
+    assert taken.returncode == 1 and "already holds a conversion's output" in taken.stderr
+    assert "Traceback" not in taken.stderr and len(taken.stderr.strip().splitlines()) <= 2
+    options = cli("head", data, "--split", "eval")  # --split is for Examples folders
+    assert options.returncode == 2
+    # 3 (a task failed) is tested with a failing compiled task in test_compiled_runner.
+
+
+def test_json_documents_on_stdout_and_logs_on_stderr(data, examples, tmp_path):
+    converted = cli("convert", data, str(tmp_path / "ex"), "--json")
+    assert converted.returncode == 0, converted.stderr
+    document = json.loads(converted.stdout)
+    assert sum(document["rows"].values()) == 4000 and document["files"] == 2
+    assert "converting 4,000 rows" in converted.stderr  # the human lines moved to stderr
+
+    schema_path = str(tmp_path / "schema.pbtxt")
+    inferred = json.loads(
+        cli("infer-schema", examples, "-o", schema_path, "--label", "label", "--json").stdout
+    )
+    assert inferred["features"] == 43 and inferred["from_examples"] and inferred["rows"] == 4000
+    shown = json.loads(cli("show-schema", schema_path, "--json").stdout)
+    assert [f["name"] for f in shown["feature"]][:2] == ["label", "I1"]
+
+    compiled = cli(
+        "compile",
+        "--target",
+        "kubeflow",
+        "--data-root",
+        "gs://b/data",
+        "--pipeline-root",
+        "gs://b/root",
+        "--image",
+        "img:1",
+        "-o",
+        str(tmp_path / "p.yaml"),
+        "--json",
+    )
+    assert compiled.returncode == 0, compiled.stderr
+    assert json.loads(compiled.stdout)["tasks"] == [
+        "ParquetExampleGen",
+        "ParquetSchemaGen",
+        "TabularTrainer",
+    ]
+    submitted = cli(
+        "submit",
+        str(tmp_path / "p.yaml"),
+        "--project",
+        "p",
+        "--region",
+        "us-central1",
+        "--dry-run",
+        "--json",
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    assert "runtimeConfig" in json.dumps(json.loads(submitted.stdout))
+
+
+def test_run_json_is_the_ml_metadata_report(data, tmp_path):
+    result = cli(
+        "run",
+        "--data-root",
+        data,
+        "--pipeline-root",
+        str(tmp_path / "root"),
+        "--train-steps",
+        "2",
+        "--batch-size",
+        "64",
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert sum(report["examples"]["rows"].values()) == 4000
+    assert report["training"]["total_steps"] == 2
+    assert report["training"]["tensorboard"] == f"tensorboard --logdir {report['training']['uri']}"
+    assert report["model"]["lineage"][-1].startswith("Model#")
+    # Which component runs, done of total, on stderr.
+    assert "[1/3] ParquetExampleGen running" in result.stderr
+    assert "[3/3] TabularTrainer running" in result.stderr
+
+
+def test_pipes_get_plain_progress_lines(data, tmp_path):
+    result = cli("convert", data, str(tmp_path / "out"))
+    assert result.returncode == 0
+    assert "converting: 4,000/4,000 rows (100%)" in result.stderr
+    assert "\x1b[" not in result.stdout + result.stderr  # no terminal control codes
+
+
+def test_a_terminal_gets_a_live_progress_bar(data, tmp_path):
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the CLI on a pseudo-terminal, as a person runs it
+        os.execv(CLI, [CLI, "convert", data, str(tmp_path / "out")])
+    output = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        output += chunk
+    _, status = os.waitpid(pid, 0)
+    text = output.decode("utf-8", "replace")
+    assert os.waitstatus_to_exitcode(status) == 0, text
+    assert "\x1b[" in text and "━" in text  # rich's live bar: control codes and bar glyphs
+    assert "4000/4000" in text and "rows" in text
+
+
+def _light(args) -> tuple[float, list]:
+    probe = (
+        "import json, sys\n"
+        "from tfx_tabular.cli import main\n"
+        f"code = main({args!r})\n"
+        f"heavy = sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r}))\n"
+        "print(json.dumps([code, heavy]), file=sys.stderr)"
+    )
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    code, heavy = json.loads(result.stderr.strip().splitlines()[-1])
+    assert code == 0, result.stderr
+    return wall, heavy
+
+
+@pytest.mark.parametrize("command", ["infer-schema", "show-schema", "head"])
+def test_light_commands_load_no_tensorflow_beam_or_tfx(examples, tmp_path, command):
+    schema_path = str(tmp_path / "schema.pbtxt")
+    assert cli("infer-schema", examples, "-o", schema_path).returncode == 0
+    args = {
+        "infer-schema": ["infer-schema", examples, "-o", schema_path, "-q"],
+        "show-schema": ["show-schema", schema_path, "-q"],
+        "head": ["head", examples, "-n", "3", "-q"],
+    }[command]
+    runs = [_light(args) for _ in range(3)]
+    assert all(heavy == [] for _, heavy in runs), runs
+    assert statistics.median(wall for wall, _ in runs) < 1.5, runs
+
+
+def test_head_shows_examples_and_parquet_rows(data, examples):
+    shown = cli("head", examples, "-n", "2", "--split", "eval")
+    assert shown.returncode == 0, shown.stderr
+    text = " ".join(shown.stdout.split())  # the title wraps to the table's width
+    assert "Split-eval, first 2 tf.Examples" in text and "│ C26 " in shown.stdout
+    parquet = cli("head", data, "-n", "3")
+    assert "first 3 Parquet rows" in " ".join(parquet.stdout.split())
+    assert "│ day " in parquet.stdout and "2024-01-01" in parquet.stdout  # the partition column

@@ -1,0 +1,193 @@
+"""Conventions every subcommand shares: `--verbose` / `--quiet` / `--json` before or after the
+subcommand, `--version`, one JSON document on stdout with `--json` (logs and progress on stderr),
+and exit codes: 0 success, 1 bad input or data, 2 usage, 3 a pipeline task or platform failure.
+Errors are one or two lines (a hint where there is one); `--verbose` adds the traceback."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import enum
+import json
+import logging
+import os
+import sys
+import traceback
+import warnings
+from typing import Optional, Sequence
+
+PROG = "tfx-tabular"
+
+
+class Exit(enum.IntEnum):
+    OK = 0
+    DATA = 1  # bad input or data: the message names the file / column
+    USAGE = 2  # the command line (argparse's own code, and options that do not fit together)
+    FAILURE = 3  # a pipeline task or the platform failed
+
+
+def configure_logging(verbose: bool, quiet: bool) -> None:
+    """Silence TensorFlow / absl / Beam / google-api warning floods unless `verbose`."""
+    if verbose:
+        logging.basicConfig(level=logging.INFO)
+        return
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    os.environ.setdefault("PYTHONWARNINGS", "ignore")  # Beam's worker processes inherit it
+    warnings.filterwarnings("ignore")
+    logging.basicConfig(
+        level=logging.ERROR if quiet else logging.WARNING, format="%(levelname)s: %(message)s"
+    )
+    for name in ("apache_beam", "absl", "tensorflow", "google", "tfx", "numba"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def _versions() -> str:
+    from importlib import metadata
+
+    def version(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    return (
+        f"{PROG} {version('tfx-tabular')} (TFX {version('tfx')}, TensorFlow "
+        f"{version('tensorflow')}, Apache Beam {version('apache-beam')}, pyarrow "
+        f"{version('pyarrow')})"
+    )
+
+
+def global_flags(for_subcommand: bool) -> argparse.ArgumentParser:
+    """--verbose / --quiet / --json, accepted before or after the subcommand."""
+    default = argparse.SUPPRESS if for_subcommand else False
+    flags = argparse.ArgumentParser(add_help=False)
+    group = flags.add_mutually_exclusive_group()
+    group.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        default=default,
+        help="show TensorFlow, absl and Beam logs, and tracebacks",
+    )
+    group.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        default=default,
+        help="errors only: no progress, no summaries",
+    )
+    flags.add_argument(
+        "--json",
+        action="store_true",
+        default=default,
+        help="one JSON document on stdout (logs and progress on stderr)",
+    )
+    return flags
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from tfx_tabular.cli import data, pipelines
+
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        parents=[global_flags(for_subcommand=False)],
+        description="Train TensorFlow models on partitioned Parquet larger than memory, in TFX.",
+        epilog="exit codes: 0 success, 1 bad input or data, 2 usage, 3 a pipeline task or "
+        "platform failure",
+    )
+    parser.add_argument("--version", action="version", version=_versions())
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    common = global_flags(for_subcommand=True)
+    data.add_commands(sub, common)
+    pipelines.add_commands(sub, common)
+    return parser
+
+
+def _hint(error: BaseException) -> Optional[str]:
+    text = str(error)
+    if isinstance(error, FileNotFoundError) or "does not exist" in text:
+        return "check the path; gs:// URIs work too"
+    if "is not a feature" in text:
+        return "--label takes one of the features listed"
+    if "column '" in text and "choose" not in text:
+        return "fix the file, or leave the column out with --exclude COLUMN"
+    return None
+
+
+def classify(error: BaseException) -> Exit:
+    from tfx_tabular.cli.data import UsageError
+    from tfx_tabular.io.parquet import InputError
+    from tfx_tabular.pipelines.kubeflow import CompileError
+    from tfx_tabular.schemas.infer import SchemaError
+
+    if isinstance(error, (CompileError, UsageError)):
+        return Exit.USAGE
+    if isinstance(error, (InputError, SchemaError, FileNotFoundError, NotADirectoryError)):
+        return Exit.DATA
+    return Exit.FAILURE  # a task, the platform, or a bug: the traceback is one --verbose away
+
+
+def report_error(error: BaseException, verbose: bool) -> Exit:
+    """One line (two with a hint) on stderr; the traceback too with --verbose."""
+    from tfx_tabular.pipelines.compiled_runner import RunError
+
+    code = classify(error)
+    if verbose:
+        traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
+    first = (str(error).strip().splitlines() or [""])[0]
+    ours = code != Exit.FAILURE or isinstance(error, RunError)
+    print(
+        f"{PROG}: error: {first if ours else f'{type(error).__name__}: {first}'}", file=sys.stderr
+    )
+    hint = _hint(error)
+    if hint is None and code == Exit.FAILURE and not verbose:
+        hint = "rerun with --verbose for the full message and traceback"
+    if hint:
+        print(f"hint: {hint}", file=sys.stderr)
+    return code
+
+
+@contextlib.contextmanager
+def _stdout_for_json(enabled: bool):
+    """With --json, everything else written to stdout (our lines, TFX's and Beam's prints, child
+    processes) goes to stderr; yields the real stdout for the one JSON document."""
+    if not enabled:
+        yield sys.stdout
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    real = os.fdopen(os.dup(saved), "w")
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield real
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+        real.flush()
+        real.close()
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    # TFX 1.16, TFT and TFMA are Keras 2 code: `tf.keras` is Keras 2 here and in every process
+    # this one starts (Beam workers, compiled tasks), before anything imports TensorFlow.
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    args = build_parser().parse_args(argv)  # usage errors exit 2 here
+    configure_logging(args.verbose, args.quiet)
+    if args.quiet:
+        from tfx_tabular.components.progress import QUIET_VARIABLE
+
+        os.environ[QUIET_VARIABLE] = "off"  # the components this command runs stay quiet too
+    with _stdout_for_json(args.json) as stdout:
+        try:
+            document = args.func(args)
+        except KeyboardInterrupt:
+            print(f"{PROG}: interrupted", file=sys.stderr)
+            return 130
+        except Exception as error:  # every failure ends in one short message and an exit code
+            return report_error(error, args.verbose)
+        if args.json:
+            stdout.write(json.dumps(document, indent=1, sort_keys=True, default=str) + "\n")
+    return Exit.OK

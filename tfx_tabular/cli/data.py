@@ -1,0 +1,330 @@
+"""Data commands: convert, infer-schema, show-schema, head. infer-schema, show-schema and head read
+only footers, protos and a few records: they load pyarrow and tensorflow_metadata, not TensorFlow,
+Beam or TFX."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+
+class UsageError(ValueError):
+    """Options that do not fit together (exit code 2, like argparse's own errors)."""
+
+
+def say(args, text: str = "") -> None:
+    """A line for people (stdout; stderr under --json); nothing under --quiet."""
+    if not args.quiet:
+        print(text, flush=True)
+
+
+def pairs(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def csv(text: str) -> list[str]:
+    return [t for t in text.split(",") if t]
+
+
+def _add_conversion_arguments(p: argparse.ArgumentParser) -> None:
+    from tfx_tabular.components.parquet_example_gen.spec import DEFAULT_SPLIT_BUCKETS, PARAMETERS
+
+    buckets = ",".join(f"{name}={n}" for name, n in DEFAULT_SPLIT_BUCKETS.items())
+    g = p.add_argument_group("input")
+    g.add_argument("--columns", type=csv, help="only these columns (comma-separated)")
+    g.add_argument("--exclude", type=csv, default=[], help="drop these columns")
+    g.add_argument(
+        "--partition-filter",
+        type=pairs,
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="keep files whose partition KEY is one of the values",
+    )
+    g.add_argument(
+        "--partition-type",
+        type=pairs,
+        action="append",
+        default=[],
+        metavar="KEY=int|string",
+        help="override a partition value type",
+    )
+    g.add_argument(
+        "--decimal-as", choices=["float", "bytes"], default=PARAMETERS["decimal_as"].default
+    )
+    g = p.add_argument_group(f"splits (default: hash buckets {buckets} over the whole row)")
+    g.add_argument(
+        "--split-buckets",
+        type=csv,
+        metavar="NAME=N,...",
+        help="hash buckets per split, e.g. train=9,eval=1",
+    )
+    g.add_argument("--split-keys", type=csv, default=[], help="hash these columns, not the row")
+    g.add_argument(
+        "--split-by-partition",
+        metavar="KEY",
+        help="split by a partition value: the last --eval-last values → eval",
+    )
+    g.add_argument("--eval-last", type=int, default=PARAMETERS["eval_last_partitions"].default)
+    g.add_argument(
+        "--split-pattern",
+        type=pairs,
+        action="append",
+        default=[],
+        metavar="NAME=GLOB",
+        help="files matching GLOB (relative to INPUT) → split NAME",
+    )
+    g = p.add_argument_group("output")
+    g.add_argument(
+        "--compression", choices=["none", "gzip"], default=PARAMETERS["compression"].default
+    )
+    g.add_argument("--gzip-level", type=int, default=PARAMETERS["compression_level"].default)
+    g.add_argument(
+        "--num-shards",
+        type=int,
+        default=PARAMETERS["num_shards"].default,
+        help="0: one per ~1M rows, at least 2",
+    )
+    g.add_argument(
+        "--batch-size",
+        type=int,
+        default=PARAMETERS["batch_size"].default,
+        help="rows per Arrow batch",
+    )
+    g.add_argument(
+        "--beam-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="a Beam pipeline argument, e.g. --beam-arg=--direct_num_workers=2",
+    )
+
+
+def cmd_convert(args) -> dict:
+    from tfx_tabular.components.progress import Progress
+    from tfx_tabular.io import convert, plan
+
+    dataset, splits = plan.plan_conversion(
+        args.input,
+        patterns=dict(args.split_pattern) or None,
+        buckets={k: int(v) for k, v in map(pairs, args.split_buckets or [])} or None,
+        split_keys=args.split_keys,
+        split_by_partition=args.split_by_partition,
+        eval_last_partitions=args.eval_last,
+        columns=args.columns,
+        exclude_columns=args.exclude,
+        partition_filter={k: csv(v) for k, v in args.partition_filter},
+        partition_types=dict(args.partition_type),
+        decimal_as=args.decimal_as,
+    )
+    options = plan.OutputOptions(
+        compression=args.compression,
+        compression_level=args.gzip_level,
+        num_shards=args.num_shards,
+        batch_size=args.batch_size,
+    )
+    say(
+        args,
+        f"converting {dataset.num_rows:,} rows in {len(dataset.files)} files "
+        f"({len(dataset.features)} features) → {args.output_dir}",
+    )
+    if args.quiet:
+        result = convert.convert(dataset, args.output_dir, splits, options, args.beam_arg)
+    else:
+        with Progress("converting", dataset.num_rows, "rows") as progress:
+            result = convert.convert(
+                dataset,
+                args.output_dir,
+                splits,
+                options,
+                args.beam_arg,
+                on_progress=progress.update,
+            )
+            progress.update(sum(result.rows.values()))
+    for name, rows in result.rows.items():
+        say(args, f"  Split-{name}: {rows:,} rows")
+    say(
+        args,
+        f"  {sum(result.rows.values()):,} rows in {result.seconds:.1f} s = "
+        f"{result.rows_per_second:,.0f} rows/s ({result.num_shards} shards, compression "
+        f"{result.compression})",
+    )
+    return {
+        "output_dir": result.output_dir,
+        "rows": result.rows,
+        "num_shards": result.num_shards,
+        "compression": result.compression,
+        "seconds": round(result.seconds, 3),
+        "rows_per_second": round(result.rows_per_second),
+        "files": len(dataset.files),
+        "features": len(dataset.features),
+    }
+
+
+def cmd_infer_schema(args) -> dict:
+    from tfx_tabular import schemas
+    from tfx_tabular.schemas.source import schema_of
+
+    start = time.perf_counter()
+    inferred = schema_of(
+        args.input,
+        label=args.label,
+        exclude_columns=args.exclude,
+        statistics=args.stats,
+        sample_rows=args.sample_rows,
+        max_vocabulary=args.max_vocabulary,
+        curated=args.curated,
+        beam_pipeline_args=args.beam_arg,
+    )
+    seconds = time.perf_counter() - start
+    source = (
+        "the Examples artifact"
+        if inferred.from_examples
+        else f"{inferred.num_files} Parquet footers"
+    )
+    say(
+        args,
+        f"inferred {len(inferred.schema.feature)} features from {source} in "
+        f"{seconds:.2f} s (no pass over the {inferred.metadata.num_rows:,} rows)",
+    )
+    document = {
+        "output": args.output,
+        "features": len(inferred.schema.feature),
+        "rows": inferred.metadata.num_rows,
+        "from_examples": inferred.from_examples,
+        "parquet_files": inferred.num_files,
+        "seconds": round(seconds, 3),
+    }
+    if inferred.statistics is not None:
+        report = inferred.statistics
+        say(
+            args,
+            f"statistics over {report.rows:,} sampled rows: {report.seconds:.1f} s, "
+            f"{report.string_domains} string domains added",
+        )
+        document["statistics"] = {
+            "rows": report.rows,
+            "seconds": round(report.seconds, 3),
+            "string_domains": report.string_domains,
+        }
+    schemas.write_schema(inferred.schema, args.output)
+    say(args, f"schema written to {args.output}")
+    return document
+
+
+def _print_table(title: str, header, rows) -> None:
+    import sys
+
+    from rich.console import Console
+    from rich.table import Table
+
+    view = Table(title=title)
+    for name in header:
+        view.add_column(name, overflow="fold")
+    for row in rows:
+        view.add_row(*row)
+    # In a pipe or a log there is no terminal width to fit: keep rows on one line each.
+    Console(width=None if sys.stdout.isatty() else 240).print(view)
+
+
+def cmd_show_schema(args) -> dict:
+    from google.protobuf import json_format
+
+    from tfx_tabular import schemas
+    from tfx_tabular.schemas.describe import HEADER, schema_rows
+
+    schema = schemas.load_schema(args.file)
+    if not args.quiet:
+        _print_table(f"{args.file}: {len(schema.feature)} features", HEADER, schema_rows(schema))
+    return json_format.MessageToDict(schema, preserving_proto_field_name=True)
+
+
+def _cell(value, width: int = 28) -> str:
+    if value is None:
+        return "∅"
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "backslashreplace")
+    text = (
+        str(value)
+        if not isinstance(value, list)
+        else "[" + ", ".join(_cell(v, width) for v in value) + "]"
+    )
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def cmd_head(args) -> dict:
+    from tfx_tabular.io import parquet, peek
+    from tfx_tabular.schemas.infer import infer_schema
+
+    if parquet.is_examples_folder(args.path):
+        schema = infer_schema(parquet.read_source_metadata(args.path))
+        split, table = peek.head_examples(args.path, args.n, schema, args.split)
+        title = f"{args.path}: Split-{split}, first {table.num_rows} tf.Examples"
+    else:
+        if args.split:
+            raise UsageError("--split is for Examples folders; this is a Parquet dataset")
+        table = peek.head_parquet(args.path, args.n)
+        title = f"{args.path}: first {table.num_rows} Parquet rows"
+    rows = table.to_pylist()
+    if not args.quiet:
+        # One column per record, one row per feature: tabular data is wider than it is long.
+        _print_table(
+            title,
+            ["feature"] + [f"#{i}" for i in range(len(rows))],
+            [[name] + [_cell(row[name]) for row in rows] for name in table.column_names],
+        )
+    return {"path": args.path, "columns": table.column_names, "rows": len(rows)}
+
+
+def add_commands(sub, common: argparse.ArgumentParser) -> None:
+    from tfx_tabular.components.parquet_schema_gen.spec import PARAMETERS as SCHEMA_GEN
+
+    p = sub.add_parser(
+        "convert",
+        parents=[common],
+        help="Parquet → TFRecord tf.Example splits "
+        "(ParquetExampleGen's Beam pipeline, outside TFX)",
+    )
+    p.add_argument("input", help="input folder or URI (hive partition folders allowed)")
+    p.add_argument("output_dir", help="empty output folder or URI: Split-<name>/ folders go here")
+    _add_conversion_arguments(p)
+    p.set_defaults(func=cmd_convert)
+
+    p = sub.add_parser(
+        "infer-schema",
+        parents=[common],
+        help="a TFMD schema from Parquet "
+        "footers (or a ParquetExampleGen output folder), no data pass",
+    )
+    p.add_argument("input", help="a Parquet folder, or a folder ParquetExampleGen wrote")
+    p.add_argument("-o", "--output", required=True, help="schema.pbtxt to write")
+    p.add_argument("--label", help="the label column (absent in the SERVING environment)")
+    p.add_argument(
+        "--stats",
+        action="store_true",
+        help="add vocabularies, value counts and presence from TFDV over a sample",
+    )
+    p.add_argument("--sample-rows", type=int, default=SCHEMA_GEN["sample_rows"].default)
+    p.add_argument("--max-vocabulary", type=int, default=SCHEMA_GEN["max_vocabulary_size"].default)
+    p.add_argument("--curated", help="a schema.pbtxt whose features' settings win")
+    p.add_argument("--exclude", type=csv, default=[], help="drop these columns")
+    p.add_argument("--beam-arg", action="append", default=[], metavar="ARG")
+    p.set_defaults(func=cmd_infer_schema)
+
+    p = sub.add_parser("show-schema", parents=[common], help="a schema.pbtxt as a table")
+    p.add_argument("file", help="schema.pbtxt, or a Schema artifact folder")
+    p.set_defaults(func=cmd_show_schema)
+
+    p = sub.add_parser(
+        "head",
+        parents=[common],
+        help="the first records of a Parquet dataset "
+        "or of an Examples split, decoded with the schema, as a table",
+    )
+    p.add_argument("path", help="a Parquet folder, or a folder ParquetExampleGen wrote")
+    p.add_argument("-n", type=int, default=10, help="how many records (default 10)")
+    p.add_argument("--split", help="the Examples split (default: train, else the first)")
+    p.set_defaults(func=cmd_head)

@@ -1,0 +1,348 @@
+"""Pipeline commands: run and demo (TFX's BeamDagRunner, locally), compile (Kubeflow / Vertex),
+submit, and run-compiled (a compiled file, task by task, locally)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import time
+from typing import Optional
+
+from tfx_tabular.cli.data import say
+
+
+def _add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
+    from tfx_tabular.components.tabular_trainer.spec import PARAMETERS
+
+    p.add_argument("--pipeline-name", default="tfx-tabular")
+    p.add_argument("--label", default="label")
+    p.add_argument(
+        "--split-by-partition",
+        metavar="KEY",
+        help="the last value of this partition key → eval (default: hash 2:1)",
+    )
+    p.add_argument("--curated-schema", help="a schema.pbtxt overlaid on the inferred schema")
+    p.add_argument("--epochs", type=int, default=PARAMETERS["epochs"].default)
+    p.add_argument("--train-steps", type=int, help="total training steps (overrides --epochs)")
+    p.add_argument("--batch-size", type=int, default=PARAMETERS["batch_size"].default)
+    p.add_argument("--model-fn", help="package.module:function building the Keras model")
+    p.add_argument(
+        "--with-statistics", action="store_true", help="add stock StatisticsGen + ExampleValidator"
+    )
+    p.add_argument(
+        "--with-transform",
+        action="store_true",
+        help="add stock Transform with the schema-driven preprocessing_fn",
+    )
+    p.add_argument("--with-evaluator", action="store_true", help="add stock Evaluator")
+    p.add_argument("--no-cache", action="store_true", help="disable TFX's execution cache")
+    p.add_argument("--beam-arg", action="append", default=[], metavar="ARG")
+
+
+def _create_pipeline(
+    args,
+    data_root: str,
+    pipeline_root: str,
+    metadata_path: Optional[str] = None,
+    vertex_training=None,
+):
+    from tfx_tabular.pipelines import create_pipeline
+
+    return create_pipeline(
+        args.pipeline_name,
+        pipeline_root,
+        data_root,
+        label=args.label,
+        metadata_path=metadata_path,
+        split_by_partition=args.split_by_partition,
+        curated_schema=args.curated_schema,
+        epochs=args.epochs,
+        train_steps=args.train_steps,
+        batch_size=args.batch_size,
+        with_statistics=args.with_statistics,
+        with_transform=args.with_transform,
+        with_evaluator=args.with_evaluator,
+        model_fn=args.model_fn,
+        beam_pipeline_args=args.beam_arg,
+        enable_cache=not args.no_cache,
+        vertex_training=vertex_training,
+    )
+
+
+class _ComponentProgress(logging.Filter):
+    """Which component runs, done of total, from TFX's BeamDagRunner log records ("node %s is
+    running." / "... is finished."); other records pass only if they would have before."""
+
+    def __init__(self, total: int, args, level: int):
+        super().__init__()
+        self._total, self._done, self._args, self._level = total, 0, args, level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message.startswith("node ") and message.endswith(" is running."):
+            say(self._args, f"[{self._done + 1}/{self._total}] {message[5:-12]} running")
+        elif message.startswith("node ") and message.endswith(" is finished."):
+            self._done += 1
+        return record.levelno >= self._level
+
+
+@contextlib.contextmanager
+def _component_progress(total: int, args):
+    absl = logging.getLogger("absl")
+    level = absl.level
+    watcher = _ComponentProgress(total, args, absl.getEffectiveLevel())
+    absl.addFilter(watcher)
+    absl.setLevel(min(absl.getEffectiveLevel(), logging.INFO))
+    try:
+        yield
+    finally:
+        absl.removeFilter(watcher)
+        absl.setLevel(level)
+
+
+def _run_pipeline(args, data_root: str, pipeline_root: str) -> dict:
+    from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
+
+    from tfx_tabular.pipelines.pipeline import local_metadata_path
+    from tfx_tabular.pipelines.run_report import collect_run_report, format_run_report
+
+    metadata_path = local_metadata_path(pipeline_root)
+    pipeline = _create_pipeline(args, os.path.abspath(data_root), pipeline_root, metadata_path)
+    start = time.perf_counter()
+    say(
+        args,
+        f"running pipeline {args.pipeline_name!r} ({len(pipeline.components)} components) "
+        f"with TFX's BeamDagRunner (ML Metadata: {metadata_path})",
+    )
+    with _component_progress(len(pipeline.components), args):
+        BeamDagRunner().run(pipeline)
+    seconds = time.perf_counter() - start
+    say(args, f"pipeline finished in {seconds:.0f} s\n")
+    report = collect_run_report(metadata_path)
+    for line in format_run_report(report, args.pipeline_name):
+        say(args, line)
+    return {
+        "pipeline_name": args.pipeline_name,
+        "pipeline_root": pipeline_root,
+        "metadata_path": metadata_path,
+        "seconds": round(seconds, 1),
+        **report,
+    }
+
+
+def cmd_run(args) -> dict:
+    return _run_pipeline(args, args.data_root, args.pipeline_root)
+
+
+def cmd_demo(args) -> dict:
+    from tfx_tabular.io import demo_data
+
+    data = os.path.join(args.workdir, "data")
+    if not os.path.isdir(data):
+        start = time.perf_counter()
+        say(args, f"generating a Criteo-shaped dataset: {args.rows:,} rows → {data}")
+        demo_data.write_dataset(data, args.rows)
+        say(args, f"  done in {time.perf_counter() - start:.1f} s")
+    return _run_pipeline(args, data, os.path.abspath(os.path.join(args.workdir, "pipeline")))
+
+
+def _vertex_training(args):
+    """The Vertex AI training job the --training-job-* flags ask for, or None."""
+    from tfx_tabular.pipelines.kubeflow import CompileError
+
+    job_flags = {
+        "--training-job-region": args.training_job_region,
+        "--training-job-machine-type": args.training_job_machine_type,
+        "--training-job-replicas": args.training_job_replicas,
+        "--training-job-service-account": args.training_job_service_account,
+    }
+    if not args.training_job_project:
+        if any(job_flags.values()):
+            raise CompileError(
+                f"{', '.join(f for f, v in job_flags.items() if v)} without --training-job-project"
+            )
+        return None
+    from tfx_tabular.components.tabular_trainer.vertex import VertexTraining
+
+    if args.cpu_limit or args.memory_limit:
+        raise CompileError(
+            "--cpu-limit / --memory-limit size the Trainer task; with a training "
+            "job, choose --training-job-machine-type"
+        )
+    try:
+        return VertexTraining(
+            project=args.training_job_project,
+            region=args.training_job_region,
+            image=args.image,
+            machine_type=args.training_job_machine_type or "n1-standard-8",
+            accelerator_type=args.gpu_type,
+            accelerator_count=args.gpus,
+            replica_count=args.training_job_replicas or 1,
+            service_account=args.training_job_service_account,
+        )
+    except ValueError as e:
+        raise CompileError(f"Vertex AI training job: {e}") from None
+
+
+def cmd_compile(args) -> dict:
+    from tfx_tabular.pipelines import kubeflow
+
+    vertex_training = _vertex_training(args)
+    # With a training job, the job's machines train, not the task.
+    resources = (
+        kubeflow.TrainerResources()
+        if vertex_training
+        else kubeflow.TrainerResources(
+            gpus=args.gpus,
+            gpu_type=args.gpu_type,
+            cpu_limit=args.cpu_limit,
+            memory_limit_gib=args.memory_limit,
+        )
+    )
+    try:
+        pipeline = _create_pipeline(
+            args, args.data_root, args.pipeline_root, vertex_training=vertex_training
+        )
+    except ValueError as e:  # the components' own checks, e.g. the batch over the devices
+        raise kubeflow.CompileError(str(e)) from None
+    compiled = kubeflow.compile_pipeline(pipeline, args.target, args.image, args.output, resources)
+    spec = compiled.get("pipelineSpec", compiled)
+    document = {
+        "output": args.output,
+        "target": args.target,
+        "image": args.image,
+        "pipeline_name": spec["pipelineInfo"]["name"],
+        "tasks": sorted(spec["root"]["dag"]["tasks"]),
+        "schema_version": spec["schemaVersion"],
+    }
+    say(
+        args,
+        f"wrote {args.output}: {args.target} pipeline {document['pipeline_name']!r}, "
+        f"{len(document['tasks'])} tasks on {args.image}, schemaVersion "
+        f"{document['schema_version']}",
+    )
+    return document
+
+
+def cmd_submit(args) -> dict:
+    from tfx_tabular.pipelines import kubeflow
+
+    request = kubeflow.submit(
+        args.compiled,
+        args.project,
+        args.region,
+        pipeline_root=args.pipeline_root,
+        service_account=args.service_account,
+        enable_caching=False if args.no_cache else None,
+        display_name=args.display_name,
+        dry_run=args.dry_run,
+    )
+    if args.dry_run and not args.json:
+        print(json.dumps(request, indent=1, sort_keys=True))
+    elif not args.dry_run:
+        say(args, f"submitted {request['name']}")
+    return request
+
+
+def cmd_run_compiled(args) -> dict:
+    from tfx_tabular.pipelines import compiled_runner
+
+    return compiled_runner.run_compiled(args.compiled, args.pipeline_root)
+
+
+def add_commands(sub, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        parents=[common],
+        name="run",
+        help="run the pipeline locally with TFX's BeamDagRunner "
+        "(SQLite ML Metadata inside the pipeline root)",
+    )
+    p.add_argument("--data-root", required=True, help="the Parquet dataset (hive folders allowed)")
+    p.add_argument("--pipeline-root", required=True)
+    _add_pipeline_arguments(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser(
+        parents=[common],
+        name="compile",
+        help="compile the pipeline for Kubeflow Pipelines (PipelineSpec "
+        "YAML) or Vertex AI (PipelineJob JSON)",
+    )
+    p.add_argument("--target", choices=["kubeflow", "vertex"], required=True)
+    p.add_argument(
+        "--data-root", required=True, help="the Parquet dataset URI, as the tasks see it"
+    )
+    p.add_argument("--pipeline-root", required=True, help="artifact root URI (e.g. gs://b/root)")
+    p.add_argument("--image", required=True, help="the image every task runs (see Dockerfile)")
+    p.add_argument(
+        "-o", "--output", required=True, help="pipeline.yaml (kubeflow) or .json (vertex)"
+    )
+    g = p.add_argument_group("Trainer task resources")
+    g.add_argument("--gpus", type=int, default=0, help="GPUs for the Trainer task")
+    g.add_argument(
+        "--gpu-type",
+        help="kubeflow: a node resource name (default nvidia.com/gpu); "
+        "vertex: an accelerator, e.g. NVIDIA_L4, NVIDIA_H100_80GB",
+    )
+    g.add_argument("--cpu-limit", type=float, default=0.0, help="vCPUs for the Trainer task")
+    g.add_argument("--memory-limit", type=float, default=0.0, help="GiB for the Trainer task")
+    g = p.add_argument_group(
+        "Vertex AI training job",
+        "train on a Vertex AI custom job instead of inside the Trainer "
+        "task (either target); --gpus / --gpu-type (a Vertex accelerator name) then size each "
+        "replica, and --image is the replicas' image",
+    )
+    g.add_argument(
+        "--training-job-project",
+        metavar="PROJECT",
+        help="the Google Cloud project the job runs in (turns the job on)",
+    )
+    g.add_argument("--training-job-region", metavar="REGION", help="e.g. us-central1")
+    g.add_argument("--training-job-machine-type", metavar="TYPE", help="default n1-standard-8")
+    g.add_argument(
+        "--training-job-replicas",
+        type=int,
+        metavar="N",
+        help="> 1: multi-worker training, one chief and N-1 workers (TF_CONFIG); "
+        "--batch-size must divide evenly over replicas × GPUs (default 1)",
+    )
+    g.add_argument("--training-job-service-account", metavar="SA")
+    _add_pipeline_arguments(p)
+    p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser(
+        "submit", parents=[common], help="submit a compiled pipeline to Vertex AI Pipelines"
+    )
+    p.add_argument("compiled", help="pipeline.json or .yaml from `compile`")
+    p.add_argument("--project", required=True)
+    p.add_argument("--region", required=True)
+    p.add_argument("--service-account")
+    p.add_argument("--pipeline-root", help="override the compiled pipeline root")
+    p.add_argument("--display-name")
+    p.add_argument("--no-cache", action="store_true", help="disable Vertex's execution cache")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the CreatePipelineJob request; no network, no credentials",
+    )
+    p.set_defaults(func=cmd_submit)
+
+    p = sub.add_parser(
+        parents=[common],
+        name="run-compiled",
+        help="execute a compiled pipeline file locally, task by task, as the KFP v2 launcher would",
+    )
+    p.add_argument("compiled", help="pipeline.yaml or pipeline.json from `compile`")
+    p.add_argument("--pipeline-root", required=True, help="local folder for the artifacts")
+    p.set_defaults(func=cmd_run_compiled)
+
+    p = sub.add_parser(
+        "demo", parents=[common], help="generate a Criteo-shaped demo dataset and run the pipeline"
+    )
+    p.add_argument("--rows", type=int, default=200_000)
+    p.add_argument("--workdir", default="out/demo")
+    _add_pipeline_arguments(p)
+    p.set_defaults(func=cmd_demo)
