@@ -92,6 +92,17 @@ def row_lengths_name(values_name: str, level: int) -> str:
     return f"{values_name}{ROW_LENGTHS_SUFFIX}{level}"
 
 
+def is_bytes_like(t: pa.DataType) -> bool:
+    """Strings and binaries of every width: written byte for byte as BYTES."""
+    return (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_fixed_size_binary(t)
+    )
+
+
 def leaf_kind(arrow_type: pa.DataType, decimal_as: str = "float") -> Kind:
     """The feature kind of a non-list, non-struct Arrow type, or UnsupportedColumnError."""
     t = arrow_type
@@ -105,14 +116,7 @@ def leaf_kind(arrow_type: pa.DataType, decimal_as: str = "float") -> Kind:
         if decimal_as not in ("float", "bytes"):
             raise ValueError(f"decimal_as must be 'float' or 'bytes', not {decimal_as!r}")
         return Kind.FLOAT if decimal_as == "float" else Kind.BYTES
-    if (
-        pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_fixed_size_binary(t)
-        or pa.types.is_null(t)
-    ):
+    if is_bytes_like(t) or pa.types.is_null(t):
         return Kind.BYTES
     raise UnsupportedColumnError(f"type {t} has no tf.Example representation")
 

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from tfx_tabular.io.mapping import Feature, features_of
+from tfx_tabular.io.mapping import Feature, features_of, is_bytes_like
 
 _INTEGER = re.compile(r"^-?\d{1,18}$")
 
@@ -409,13 +409,7 @@ def _family(t: pa.DataType) -> str:
     ):
         if test(t):
             return family
-    if (
-        pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_fixed_size_binary(t)
-    ):
+    if is_bytes_like(t):
         return "bytes"
     return str(t)
 
