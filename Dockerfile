@@ -54,8 +54,11 @@ RUN set -- --no-dev --no-editable; \
 RUN useradd --no-log-init --uid 1000 --user-group --create-home --home-dir /home/tfx \
         --shell /bin/bash tfx
 
+# TF_USE_LEGACY_KERAS: TFX 1.16, TFT and TFMA are Keras 2 code, so `tf.keras` must be Keras 2
+# in every process of every task, user modules included.
 ENV PATH=/opt/tfx-tabular/.venv/bin:$PATH \
     VIRTUAL_ENV=/opt/tfx-tabular/.venv \
+    TF_USE_LEGACY_KERAS=1 \
     HOME=/home/tfx \
     NUMBA_CACHE_DIR=/tmp/numba-cache
 

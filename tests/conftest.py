@@ -7,6 +7,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+# As in every entry point: `tf.keras` is Keras 2 for TFX 1.16 and user modules, before any import
+# of TensorFlow (tests/integration/test_keras2.py checks the entry points without it).
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
 # A single in-process worker: a Beam pipeline then takes well under a second.
 IN_MEMORY_BEAM = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
 

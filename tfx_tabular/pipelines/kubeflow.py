@@ -77,6 +77,19 @@ def _check_compilable(pipeline) -> None:
             )
 
 
+# TFX 1.16, TFT and TFMA are Keras 2 code; TFX's task entry point imports TensorFlow before any
+# code of ours runs, so the task's environment must say it (the image's Dockerfile does too).
+TASK_ENVIRONMENT = {"TF_USE_LEGACY_KERAS": "1"}
+
+
+def _set_task_environment(spec: dict) -> None:
+    for executor in spec["deploymentSpec"]["executors"].values():
+        container = executor.get("container")
+        if container is not None:
+            env = [e for e in container.get("env", []) if e["name"] not in TASK_ENVIRONMENT]
+            container["env"] = env + [{"name": k, "value": v} for k, v in TASK_ENVIRONMENT.items()]
+
+
 def compile_pipeline(
     pipeline,
     target: str,
@@ -121,6 +134,7 @@ def compile_pipeline(
     example_gen = spec["root"]["dag"]["tasks"].get(EXAMPLE_GEN_ID)
     if example_gen is not None:
         example_gen["cachingOptions"] = {"enableCache": False}
+    _set_task_environment(spec)
     os.makedirs(os.path.dirname(os.path.abspath(output_path)), exist_ok=True)
     if target == "kubeflow":
         import yaml

@@ -9,6 +9,7 @@ sigmoid head with AUC; other labels a regression head.
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 import tensorflow as tf
@@ -64,8 +65,10 @@ class SchemaFeatures(keras.layers.Layer):
         self._features = [f for f in schema.feature if f.name in spec and f.name != label]
         self._spec = spec
         self._embeddings = {
-            f.name: keras.layers.Embedding(HASH_BINS, EMBEDDING_DIM, name=f"embed_{_safe(f.name)}")
-            for f in self._features
+            f.name: keras.layers.Embedding(
+                HASH_BINS, EMBEDDING_DIM, name=f"embed_{layer_name(i, f.name)}"
+            )
+            for i, f in enumerate(self._features)
             if is_categorical(f)
         }
 
@@ -106,15 +109,20 @@ class SchemaFeatures(keras.layers.Layer):
         return tf.concat(parts, axis=1)
 
 
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "_-" else "_" for c in name)
+def layer_name(index: int, feature: str) -> str:
+    """A Keras layer name for a feature: Parquet allows any column name (`dense`, `été`, `a b`,
+    `schema_features`, names that differ only in case), Keras needs unique names of ASCII
+    letters, digits and `_` that no layer of the model already has. The index makes it unique;
+    the feature name, kept where it is safe, makes it readable."""
+    return f"f{index}_" + re.sub(r"[^A-Za-z0-9_]", "_", feature)[:48]
 
 
 def _input_for(name: str, spec) -> keras.Input:
+    # The model takes a dict keyed by feature name; the Input's own name only has to be valid.
     if isinstance(spec, tf.io.FixedLenFeature):
-        return keras.Input(shape=tuple(spec.shape), dtype=spec.dtype, name=_safe(name))
+        return keras.Input(shape=tuple(spec.shape), dtype=spec.dtype, name=name)
     ragged_rank = 1 + len(spec.partitions)
-    return keras.Input(shape=(None,) * ragged_rank, dtype=spec.dtype, ragged=True, name=_safe(name))
+    return keras.Input(shape=(None,) * ragged_rank, dtype=spec.dtype, ragged=True, name=name)
 
 
 def build_reference_model(
@@ -126,10 +134,11 @@ def build_reference_model(
     label_feature = next((f for f in schema.feature if f.name == label), None)
     if label_feature is None:
         raise ValueError(f"label {label!r} is not in the schema")
-    inputs = {name: _input_for(name, s) for name, s in spec.items() if name != label}
+    features = [name for name in spec if name != label]
+    inputs = {name: _input_for(layer_name(i, name), spec[name]) for i, name in enumerate(features)}
     x = SchemaFeatures(schema, label, name="schema_features")(inputs)
-    for units in hidden_units:
-        x = keras.layers.Dense(units, activation="relu")(x)
+    for depth, units in enumerate(hidden_units):
+        x = keras.layers.Dense(units, activation="relu", name=f"hidden_{depth}")(x)
     binary = is_binary_label(label_feature)
     output = keras.layers.Dense(1, activation="sigmoid" if binary else None, name="output")(x)
     model = keras.Model(inputs=inputs, outputs=output)
