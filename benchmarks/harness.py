@@ -5,6 +5,7 @@ only orchestrates, samples the child's whole process tree for peak RSS (Beam's D
 workers are grandchildren) and never imports TensorFlow or Beam, so it stays out of the way of
 the two cores being measured.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -50,8 +51,9 @@ class Context:
             if rows >= self.rows:
                 self._datasets[rows] = generated_dataset(self.path("data"), rows)
             else:
-                self._datasets[rows] = _subset_dataset(self.dataset(self.rows), self.path("data"),
-                                                       rows)
+                self._datasets[rows] = _subset_dataset(
+                    self.dataset(self.rows), self.path("data"), rows
+                )
         return self._datasets[rows]
 
 
@@ -108,7 +110,7 @@ def _subset_dataset(source: str, data_dir: str, rows: int) -> str:
     files = _parquet_files(source)
     share = np.full(len(files), rows // len(files))
     share[: rows % len(files)] += 1
-    for path, count in zip(files, share):
+    for path, count in zip(files, share, strict=True):
         target = os.path.join(root, os.path.relpath(path, source))
         os.makedirs(os.path.dirname(target), exist_ok=True)
         parquet = pq.ParquetFile(path)
@@ -117,8 +119,10 @@ def _subset_dataset(source: str, data_dir: str, rows: int) -> str:
         pq.write_table(table, target, row_group_size=row_group)
     open(os.path.join(root, "_SUCCESS"), "w").close()
     _mark_complete(root, rows)
-    print(f"  dataset: {rows:,}-row subset (first rows of each of {len(files)} files) in {root}",
-          flush=True)
+    print(
+        f"  dataset: {rows:,}-row subset (first rows of each of {len(files)} files) in {root}",
+        flush=True,
+    )
     return root
 
 
@@ -128,17 +132,23 @@ def dataset_facts(root: str) -> dict:
     files = _parquet_files(root)
     meta = [pq.ParquetFile(f).metadata for f in files]
     days = sorted({os.path.basename(os.path.dirname(f)) for f in files})
-    return {"files": len(files), "partitions": len(days), "first": days[0], "last": days[-1],
-            "rows": sum(m.num_rows for m in meta),
-            "row_groups": sum(m.num_row_groups for m in meta),
-            "bytes": sum(os.path.getsize(f) for f in files),
-            "schema": meta[0].schema.to_arrow_schema()}
+    return {
+        "files": len(files),
+        "partitions": len(days),
+        "first": days[0],
+        "last": days[-1],
+        "rows": sum(m.num_rows for m in meta),
+        "row_groups": sum(m.num_row_groups for m in meta),
+        "bytes": sum(os.path.getsize(f) for f in files),
+    }
 
 
 def folder_bytes(root: str, prefix: str = "") -> int:
     total = 0
     for folder, _, names in os.walk(root):
-        total += sum(os.path.getsize(os.path.join(folder, n)) for n in names if n.startswith(prefix))
+        total += sum(
+            os.path.getsize(os.path.join(folder, n)) for n in names if n.startswith(prefix)
+        )
     return total
 
 
@@ -174,12 +184,16 @@ def snapshot_code(workdir: str) -> str:
     target = os.path.join(workdir, "code")
     shutil.rmtree(target, ignore_errors=True)
     for package in SNAPSHOT_PACKAGES:
-        shutil.copytree(os.path.join(REPO, package), os.path.join(target, package),
-                        ignore=shutil.ignore_patterns("__pycache__", ".cache", "*.pyc"))
+        shutil.copytree(
+            os.path.join(REPO, package),
+            os.path.join(target, package),
+            ignore=shutil.ignore_patterns("__pycache__", ".cache", "*.pyc"),
+        )
     return target
 
 
 # --- measured runs ---------------------------------------------------------------------------
+
 
 def _pss(pid: int) -> Optional[int]:
     """Proportional set size in bytes (/proc/PID/smaps_rollup), or None if unavailable."""
@@ -206,8 +220,9 @@ class RssSampler(threading.Thread):
     The descendant list is refreshed every `refresh` s (walking /proc is the expensive part).
     """
 
-    def __init__(self, pid: int, interval: float = 0.05, refresh: float = 0.2,
-                 pss_interval: float = 0.25):
+    def __init__(
+        self, pid: int, interval: float = 0.05, refresh: float = 0.2, pss_interval: float = 0.25
+    ):
         super().__init__(daemon=True)
         self._root = psutil.Process(pid)
         self._interval, self._refresh, self._pss_interval = interval, refresh, pss_interval
@@ -262,8 +277,14 @@ class Run:
 
 def child_env() -> dict:
     env = dict(os.environ)
-    env.update({"PYTHONWARNINGS": "ignore", "TF_CPP_MIN_LOG_LEVEL": "3",
-                "GRPC_VERBOSITY": "ERROR", "PYTHONUNBUFFERED": "1"})
+    env.update(
+        {
+            "PYTHONWARNINGS": "ignore",
+            "TF_CPP_MIN_LOG_LEVEL": "3",
+            "GRPC_VERBOSITY": "ERROR",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     return env
 
 
@@ -281,8 +302,9 @@ def run_task(ctx: Context, name: str, func: str, **params) -> Run:
     start = time.perf_counter()
     with open(log_path, "w") as log:
         env = child_env()
-        env["PYTHONPATH"] = os.pathsep.join([ctx.code] + ([env["PYTHONPATH"]]
-                                                          if env.get("PYTHONPATH") else []))
+        env["PYTHONPATH"] = os.pathsep.join(
+            [ctx.code] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+        )
         proc = subprocess.Popen(cmd, cwd=ctx.code, stdout=log, stderr=subprocess.STDOUT, env=env)
         sampler = RssSampler(proc.pid)
         sampler.start()
@@ -292,14 +314,30 @@ def run_task(ctx: Context, name: str, func: str, **params) -> Run:
     if code != 0 or not os.path.exists(result_path):
         with open(log_path) as log:
             tail = "".join(log.readlines()[-25:])
-        raise RuntimeError(f"benchmark run {name} failed (exit code {code}); log {log_path}:\n{tail}")
+        raise RuntimeError(
+            f"benchmark run {name} failed (exit code {code}); log {log_path}:\n{tail}"
+        )
     with open(result_path) as handle:
         result = json.load(handle)
-    return Run(result, wall, sampler.peak, sampler.peak_pss, sampler.peak_single,
-               sampler.max_processes)
+    return Run(
+        result, wall, sampler.peak, sampler.peak_pss, sampler.peak_single, sampler.max_processes
+    )
+
+
+def sample(run: Run) -> dict:
+    """One repeat as plain data: the task's result plus its process tree's peaks and wall time."""
+    return {
+        **run.result,
+        "peak_rss": run.peak_rss,
+        "peak_pss": run.peak_pss,
+        "peak_single_rss": run.peak_single_rss,
+        "processes": run.max_processes,
+        "wall": run.wall_seconds,
+    }
 
 
 # --- statistics and formatting ---------------------------------------------------------------
+
 
 def median(values: Sequence[float]) -> float:
     return statistics.median(values)
@@ -342,6 +380,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str = ""
 
 # --- the report ------------------------------------------------------------------------------
 
+
 def finish_memory_axes(ax, xlabel: str, ylabel: str, title: str) -> None:
     """The layout the memory-against-rows panels share: log rows, memory from zero."""
     ax.set_xscale("log")
@@ -380,9 +419,14 @@ def machine() -> dict:
     except OSError:
         pass
     memory = psutil.virtual_memory().total
-    return {"nproc": len(os.sched_getaffinity(0)), "cpu": model, "memory": memory,
-            "kernel": f"{platform.system()} {platform.release()}",
-            "python": platform.python_version(), "load": os.getloadavg()}
+    return {
+        "nproc": len(os.sched_getaffinity(0)),
+        "cpu": model,
+        "memory": memory,
+        "kernel": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "load": os.getloadavg(),
+    }
 
 
 def _burn(n: int) -> None:
@@ -425,10 +469,17 @@ def cpu_snapshot() -> dict:
         fields = [int(x) for x in handle.readline().split()[1:]]
     tick = os.sysconf("SC_CLK_TCK")
     user, nice, system, idle, iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
-    own = sum(getattr(resource.getrusage(who), f) for who in
-              (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN) for f in ("ru_utime", "ru_stime"))
-    return {"busy": (user + nice + system + irq + softirq) / tick, "steal": steal / tick,
-            "own": own, "wall": time.monotonic()}
+    own = sum(
+        getattr(resource.getrusage(who), f)
+        for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+        for f in ("ru_utime", "ru_stime")
+    )
+    return {
+        "busy": (user + nice + system + irq + softirq) / tick,
+        "steal": steal / tick,
+        "own": own,
+        "wall": time.monotonic(),
+    }
 
 
 def cpu_contention(start: dict, end: dict, cores: int) -> dict:
@@ -437,8 +488,11 @@ def cpu_contention(start: dict, end: dict, cores: int) -> dict:
     capacity = (end["wall"] - start["wall"]) * cores
     busy = end["busy"] - start["busy"]
     own = end["own"] - start["own"]
-    return {"other": max(0.0, busy - own) / capacity, "own": own / capacity,
-            "steal": (end["steal"] - start["steal"]) / capacity}
+    return {
+        "other": max(0.0, busy - own) / capacity,
+        "own": own / capacity,
+        "steal": (end["steal"] - start["steal"]) / capacity,
+    }
 
 
 def versions() -> dict:
@@ -453,10 +507,20 @@ def versions() -> dict:
 
 def git_revision() -> str:
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, check=True,
-                              capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "tfx_tabular"], cwd=REPO,
-                               check=True, capture_output=True, text=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "tfx_tabular"],
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return f"{head} + uncommitted changes in tfx_tabular/" if dirty else head

@@ -3,6 +3,7 @@
 (`fn_args.data_accessor.tf_dataset_factory`), `make_batched_features_dataset`, per-record
 `parse_single_example`, a Python generator over Parquet (`from_generator`), and the raw bound
 (`TFRecordDataset → batch → parse_example`). Plus peak RSS of ours as the data grows 10x."""
+
 from __future__ import annotations
 
 import glob
@@ -10,7 +11,7 @@ import os
 import time
 
 from benchmarks import harness
-from benchmarks.harness import Context, Section, Target
+from benchmarks.harness import Context
 
 BATCH = 4096
 BATCHES = 150  # measured batches per method, after the first (start-up) batch
@@ -61,8 +62,9 @@ def _train_rows(examples_dir: str) -> int:
     import tensorflow as tf
 
     files = glob.glob(os.path.join(examples_dir, "Split-train", "*"))
-    return sum(int(n) for n in tf.data.TFRecordDataset(files).batch(65536).map(
-        lambda b: tf.shape(b)[0]))
+    return sum(
+        int(n) for n in tf.data.TFRecordDataset(files).batch(65536).map(lambda b: tf.shape(b)[0])
+    )
 
 
 def task_tfxio(examples_dir: str) -> dict:
@@ -70,8 +72,11 @@ def task_tfxio(examples_dir: str) -> dict:
 
     schema, files = _setup(examples_dir)
     source = tfxio.TFExampleRecord(file_pattern=files, schema=schema)
-    return _measure(source.TensorFlowDataset(
-        tfxio.TensorFlowDatasetOptions(batch_size=BATCH, label_key="label")))
+    return _measure(
+        source.TensorFlowDataset(
+            tfxio.TensorFlowDatasetOptions(batch_size=BATCH, label_key="label")
+        )
+    )
 
 
 def task_batched_features(examples_dir: str) -> dict:
@@ -80,8 +85,11 @@ def task_batched_features(examples_dir: str) -> dict:
     from tfx_tabular import feature_spec
 
     schema, files = _setup(examples_dir)
-    return _measure(tf.data.experimental.make_batched_features_dataset(
-        files, BATCH, feature_spec(schema), label_key="label"))
+    return _measure(
+        tf.data.experimental.make_batched_features_dataset(
+            files, BATCH, feature_spec(schema), label_key="label"
+        )
+    )
 
 
 def _parser(examples_dir: str, parse_fn):
@@ -102,10 +110,14 @@ def task_parse_single(examples_dir: str) -> dict:
     import tensorflow as tf
 
     files, parse = _parser(examples_dir, tf.io.parse_single_example)
-    return _measure(tf.data.TFRecordDataset(files).repeat()
-                    .map(parse, num_parallel_calls=tf.data.AUTOTUNE)
-                    .apply(tf.data.experimental.dense_to_ragged_batch(BATCH)).prefetch(2),
-                    batches=SLOW_BATCHES)
+    return _measure(
+        tf.data.TFRecordDataset(files)
+        .repeat()
+        .map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+        .apply(tf.data.experimental.dense_to_ragged_batch(BATCH))
+        .prefetch(2),
+        batches=SLOW_BATCHES,
+    )
 
 
 def task_generator(parquet_dir: str) -> dict:
@@ -129,22 +141,33 @@ def task_generator(parquet_dir: str) -> dict:
                         label = features.pop("label")
                         yield features, label
 
-    signature = ({**{k: tf.TensorSpec([], tf.int64) for k in ints if k != "label"},
-                  **{k: tf.TensorSpec([], tf.string) for k in strings},
-                  "price": tf.TensorSpec([], tf.float32),
-                  "history": tf.TensorSpec([None], tf.int64)},
-                 tf.TensorSpec([], tf.int64))
+    signature = (
+        {
+            **{k: tf.TensorSpec([], tf.int64) for k in ints if k != "label"},
+            **{k: tf.TensorSpec([], tf.string) for k in strings},
+            "price": tf.TensorSpec([], tf.float32),
+            "history": tf.TensorSpec([None], tf.int64),
+        },
+        tf.TensorSpec([], tf.int64),
+    )
     dataset = tf.data.Dataset.from_generator(rows, output_signature=signature)
-    return _measure(dataset.apply(tf.data.experimental.dense_to_ragged_batch(BATCH)).prefetch(2),
-                    batches=SLOW_BATCHES)
+    return _measure(
+        dataset.apply(tf.data.experimental.dense_to_ragged_batch(BATCH)).prefetch(2),
+        batches=SLOW_BATCHES,
+    )
 
 
 def task_raw(examples_dir: str) -> dict:
     import tensorflow as tf
 
     files, parse = _parser(examples_dir, tf.io.parse_example)
-    return _measure(tf.data.TFRecordDataset(files).repeat().batch(BATCH)
-                    .map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE))
+    return _measure(
+        tf.data.TFRecordDataset(files)
+        .repeat()
+        .batch(BATCH)
+        .map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+        .prefetch(tf.data.AUTOTUNE)
+    )
 
 
 METHODS = [  # (label, task, input)
@@ -162,63 +185,45 @@ def task_ours_cached(examples_dir: str) -> dict:
     return task_ours(examples_dir, cached=True)
 
 
-def run(ctx: Context) -> Section:
+def run(ctx: Context) -> dict:
+    """Measure the section; returns its results record (see `report_input_pipeline`)."""
     data = ctx.dataset(ctx.rows)
     examples = ctx.path("schema", "examples")
-    harness.run_task(ctx, "input-convert", "schema_inference:task_convert",
-                     input_base=data, output_dir=examples)
-    small_data = ctx.dataset(max(1000, ctx.rows // 10))
+    harness.run_task(
+        ctx, "input-convert", "schema_inference:task_convert", input_base=data, output_dir=examples
+    )
+    small_rows = max(1000, ctx.rows // 10)
     small_examples = ctx.path("input", "examples-small")
-    harness.run_task(ctx, "input-convert-small", "schema_inference:task_convert",
-                     input_base=small_data, output_dir=small_examples)
-    results: dict[str, list] = {label: [] for label, _, _ in METHODS}
+    harness.run_task(
+        ctx,
+        "input-convert-small",
+        "schema_inference:task_convert",
+        input_base=ctx.dataset(small_rows),
+        output_dir=small_examples,
+    )
+    methods = {task: {"label": label, "samples": []} for label, task, _ in METHODS}
     for repeat in range(ctx.repeats):  # interleaved, so drift in machine speed hits every method
         for label, task, source in METHODS:
             params = {"examples_dir": examples} if source == "examples" else {"parquet_dir": data}
-            run = harness.run_task(ctx, f"input-{task}-{repeat}", f"input_pipeline:{task}", **params)
-            results[label].append(run)
-            print(f"  {label} {repeat + 1}/{ctx.repeats}: "
-                  f"{run.result['examples_per_second']:,.0f} ex/s", flush=True)
-    small = harness.run_task(ctx, "input-ours-small", "input_pipeline:task_ours",
-                             examples_dir=small_examples)
-
-    def eps(label):
-        return harness.median([r.result["examples_per_second"] for r in results[label]])
-
-    ours, cached = eps(METHODS[0][0]), eps(METHODS[1][0])
-    tfxio_eps, raw = eps(METHODS[2][0]), eps(METHODS[6][0])
-    big_rss = harness.median([r.peak_rss for r in results[METHODS[0][0]]])
-    rss_growth = big_rss / small.peak_rss - 1
-    rows = [[label, harness.rate(eps(label)), harness.ratio(eps(label) / tfxio_eps),
-             f"{eps(label) / raw:.0%}", f"{harness.spread([r.result['examples_per_second'] for r in results[label]]):.0%}"]
-            for label, _, _ in METHODS]
-    markdown = "\n".join([
-        f"Criteo-shaped train split of the {ctx.rows:,}-row dataset, uncompressed shards, batch "
-        f"{BATCH}, features parsed with the inferred schema's spec; each method in its own process, "
-        f"median of {ctx.repeats} interleaved runs of {BATCHES} batches after the first (slow "
-        f"methods: {SLOW_BATCHES}).", "",
-        harness.table(["method", "examples/s", "vs TFXIO", "of raw bound", "spread"], rows), "",
-        f"Peak RSS of ours (whole process): {harness.mib(small.peak_rss)} on "
-        f"{max(1000, ctx.rows // 10):,} rows, {harness.mib(big_rss)} on {ctx.rows:,} rows "
-        f"({harness.percent(rss_growth)})."])
-    targets = [
-        Target("input_fn first epoch vs TFXIO", "≥ 2x", harness.ratio(ours / tfxio_eps),
-               ours >= 2 * tfxio_eps),
-        Target("input_fn first epoch vs raw bound", "≥ 95%", f"{ours / raw:.0%}", ours >= 0.95 * raw),
-        Target("input_fn cached epochs vs TFXIO", "≥ 10x", harness.ratio(cached / tfxio_eps),
-               cached >= 10 * tfxio_eps),
-        Target("input_fn peak RSS, 10x more data", "flat (< +10%)", harness.percent(rss_growth),
-               rss_growth < 0.10),
-    ]
-
-    def panel(ax):
-        labels = [label.split(":")[0] if label.startswith("ours") else label.split(" (")[0]
-                  for label, _, _ in METHODS]
-        labels[1] = "ours, cached"
-        ax.barh(labels, [eps(label) for label, _, _ in METHODS], color=[
-            "tab:green", "tab:green", "tab:gray", "tab:gray", "tab:gray", "tab:gray", "tab:blue"])
-        ax.set_xscale("log")
-        ax.set_xlabel("examples/s (log scale)")
-        ax.set_title("Trainer input pipelines, batch 4096")
-        ax.invert_yaxis()
-    return Section("Trainer input pipeline (input_fn)", markdown, targets, [panel])
+            run = harness.run_task(
+                ctx, f"input-{task}-{repeat}", f"input_pipeline:{task}", **params
+            )
+            methods[task]["samples"].append(harness.sample(run))
+            print(
+                f"  {label} {repeat + 1}/{ctx.repeats}: "
+                f"{run.result['examples_per_second']:,.0f} ex/s",
+                flush=True,
+            )
+    small = harness.run_task(
+        ctx, "input-ours-small", "input_pipeline:task_ours", examples_dir=small_examples
+    )
+    return {
+        "rows": ctx.rows,
+        "repeats": ctx.repeats,
+        "batch": BATCH,
+        "batches": BATCHES,
+        "slow_batches": SLOW_BATCHES,
+        "methods": methods,
+        "small_rows": small_rows,
+        "small": harness.sample(small),
+    }

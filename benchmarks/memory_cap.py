@@ -8,6 +8,7 @@ the child if it needs more. (An address-space cap would not do: TensorFlow reser
 virtual memory than it uses.) Where no writable cgroup memory controller exists, the section says
 so and measures nothing.
 """
+
 from __future__ import annotations
 
 import glob
@@ -15,12 +16,11 @@ import os
 import shutil
 
 from benchmarks import harness
-from benchmarks.harness import Context, Section, Target
+from benchmarks.harness import Context
 
 CGROUP_ROOT = "/sys/fs/cgroup/memory"
 SIZES = (700_000, 2_000_000, 7_000_000)
 CAPS = {"convert": 640 * 2**20, "input_fn": 1024 * 2**20}  # each ≥ the process's own baseline
-DATA_OVER_CAP = 4
 
 
 def _join(cgroup: str) -> None:
@@ -42,8 +42,12 @@ def task_convert(cgroup: str, input_base: str, output_dir: str) -> dict:
 
     dataset = parquet.open_dataset(input_base)
     result = convert.convert(dataset, output_dir)
-    return {"rows": sum(result.rows.values()), "expected": dataset.num_rows,
-            "seconds": result.seconds, **_peaks(cgroup)}
+    return {
+        "rows": sum(result.rows.values()),
+        "expected": dataset.num_rows,
+        "seconds": result.seconds,
+        **_peaks(cgroup),
+    }
 
 
 def task_arrow_bytes_per_row(input_base: str) -> dict:
@@ -97,91 +101,55 @@ def _run_capped(ctx: Context, name: str, func: str, limit: int, **params) -> dic
         return harness.run_task(ctx, name, func, cgroup=cgroup, **params).result
     except RuntimeError as e:
         with open(os.path.join(cgroup, "memory.failcnt")) as handle:
-            return {"error": f"failed under the cap (memory.failcnt {handle.read().strip()}): "
-                             f"{str(e).splitlines()[0]}"}
+            return {
+                "error": f"failed under the cap (memory.failcnt {handle.read().strip()}): "
+                f"{str(e).splitlines()[0]}"
+            }
     finally:
         os.rmdir(cgroup)
 
 
-def run(ctx: Context) -> Section:
-    title = "Larger than memory: conversion and input_fn under a memory cap"
+def run(ctx: Context) -> dict:
+    """Measure the section; returns its results record (see `report_memory_cap`): `unavailable`
+    says why nothing was measured, else per size (rows, as a string) each job's result."""
     reason = _unavailable()
     if reason:
-        return Section(title, f"Not measured: {reason}.", [
-            Target(f"{kind} under a cap ≤ 1/{DATA_OVER_CAP} of its data", "completes", reason, None)
-            for kind in CAPS])
+        return {"unavailable": reason, "caps": CAPS}
     print("Section — memory cap: preparing datasets", flush=True)
     data = {n: harness.generated_dataset(ctx.path("data"), n) for n in SIZES}
-    bytes_per_row = harness.run_task(ctx, "cap-arrow-size", "memory_cap:task_arrow_bytes_per_row",
-                                     input_base=data[SIZES[-1]]).result["bytes_per_row"]
+    bytes_per_row = harness.run_task(
+        ctx, "cap-arrow-size", "memory_cap:task_arrow_bytes_per_row", input_base=data[SIZES[-1]]
+    ).result["bytes_per_row"]
     out = ctx.path("memory-cap")
     shutil.rmtree(out, ignore_errors=True)
     converted, read = {}, {}
     for n in SIZES:
         target = os.path.join(out, f"examples-{n}")
-        converted[n] = _run_capped(ctx, f"cap-convert-{n}", "memory_cap:task_convert",
-                                   CAPS["convert"], input_base=data[n], output_dir=target)
+        converted[n] = _run_capped(
+            ctx,
+            f"cap-convert-{n}",
+            "memory_cap:task_convert",
+            CAPS["convert"],
+            input_base=data[n],
+            output_dir=target,
+        )
         converted[n]["data_bytes"] = n * bytes_per_row
-        print(f"  convert {n:,} rows under {harness.mib(CAPS['convert'])}: {converted[n]}",
-              flush=True)
+        print(
+            f"  convert {n:,} rows under {harness.mib(CAPS['convert'])}: {converted[n]}", flush=True
+        )
         if "error" in converted[n]:
             read[n] = {"error": "no input: the conversion failed"}
             continue
-        read[n] = _run_capped(ctx, f"cap-input-{n}", "memory_cap:task_input_fn", CAPS["input_fn"],
-                              examples_dir=target)
+        read[n] = _run_capped(
+            ctx, f"cap-input-{n}", "memory_cap:task_input_fn", CAPS["input_fn"], examples_dir=target
+        )
         read[n]["data_bytes"] = harness.folder_bytes(target, "data_tfrecord")
         print(f"  input_fn {n:,} rows under {harness.mib(CAPS['input_fn'])}: {read[n]}", flush=True)
         shutil.rmtree(target, ignore_errors=True)
     shutil.rmtree(out, ignore_errors=True)
-
-    def verdict(kind: str, results: dict) -> Target:
-        big = results[SIZES[-1]]
-        cap = CAPS[kind]
-        if "error" in big:
-            return Target(f"{kind} under a cap ≤ 1/{DATA_OVER_CAP} of its data", "completes",
-                          big["error"], False)
-        over = big["data_bytes"] / cap
-        complete = (big.get("rows") == big.get("expected") if kind == "convert"
-                    else big["examples"] > 0)
-        return Target(f"{kind} under a cap ≤ 1/{DATA_OVER_CAP} of its data",
-                      f"completes on ≥ {DATA_OVER_CAP}x the cap",
-                      f"{harness.size(big['data_bytes'])} of data under a "
-                      f"{harness.mib(cap)} cap ({over:.1f}x); peak RSS "
-                      f"{harness.mib(big['peak_rss'])}", complete and over >= DATA_OVER_CAP)
-
-    def row(kind: str, n: int, r: dict) -> list:
-        if "error" in r:
-            return [kind, f"{n:,}", "—", harness.mib(CAPS[kind]), "—", "—", "—", r["error"]]
-        amount = r.get("rows", r.get("examples"))
-        return [kind, f"{n:,}", harness.size(r["data_bytes"]), harness.mib(CAPS[kind]),
-                harness.mib(r["peak_rss"]), harness.mib(r["cgroup_peak"]),
-                harness.rate(amount / r["seconds"]), f"{amount:,} done"]
-
-    body = [row("convert", n, converted[n]) for n in SIZES]
-    body += [row("input_fn", n, read[n]) for n in SIZES]
-    markdown = "\n".join([
-        f"Each run is a fresh process inside a cgroup v1 memory cgroup (`memory.limit_in_bytes`: "
-        f"{harness.mib(CAPS['convert'])} for the conversion, {harness.mib(CAPS['input_fn'])} for "
-        "the input_fn, which loads TensorFlow), joined before any import; exceeding the limit "
-        "gets the process killed. Datasets: `demo_data.write_dataset` at each size (14 files, "
-        "row groups of 65,536 rows), converted with the defaults (threads, 8,192-row batches). "
-        "*Data* is the decoded Arrow size for the conversion (rows × "
-        f"{bytes_per_row:,.0f} bytes per row, measured on a row group) and the TFRecord bytes "
-        "of both splits for the input_fn, which reads all of them once (batch 4096, default "
-        "options: no RAM budget set, so tf.data does not know about the cap). *Peak RSS* "
-        "is the process's VmHWM; *cgroup peak* adds page cache, which the kernel reclaims at "
-        "the limit.", "",
-        harness.table(["Job", "Rows", "Data", "Cap", "Peak RSS", "cgroup peak", "Rows/s",
-                       "Result"], body, "lrrrrrrl")])
-
-    def panel(ax):
-        for kind, results, style in (("convert", converted, "o-"), ("input_fn", read, "s--")):
-            points = [(n, r["peak_rss"]) for n, r in results.items() if "error" not in r]
-            ax.plot([n for n, _ in points], [p / 2**20 for _, p in points], style,
-                    label=f"{kind} peak RSS")
-            ax.axhline(CAPS[kind] / 2**20, linestyle=":", color="gray")
-        harness.finish_memory_axes(ax, "rows (log scale)", "MiB",
-                                   "Peak RSS under a memory cap (dotted: the caps)")
-
-    return Section(title, markdown, [verdict("convert", converted), verdict("input_fn", read)],
-                   [panel])
+    return {
+        "caps": CAPS,
+        "bytes_per_row": bytes_per_row,
+        "convert": {str(n): r for n, r in converted.items()},
+        "input_fn": {str(n): r for n, r in read.items()},
+    }

@@ -1,13 +1,14 @@
 """Schema inference: ours (Parquet footers only) versus stock StatisticsGen + SchemaGen (two
 full passes over the converted data), on the same dataset; plus footer inference over 1,000
 files, and whether the two schemas agree on feature names and types."""
+
 from __future__ import annotations
 
 import os
 import time
 
 from benchmarks import harness
-from benchmarks.harness import Context, Section, Target
+from benchmarks.harness import Context
 
 MANY_FILES = 1000
 # Stock StatisticsGen computes statistics in per-example Python: worker processes suit it best.
@@ -22,8 +23,12 @@ def task_ours(input_base: str) -> dict:
     dataset = parquet.open_dataset(input_base)
     schema = infer_schema(dataset.source_metadata(), label="label")
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "files": len(dataset.files), "rows": dataset.num_rows,
-            "features": {f.name: int(f.type) for f in schema.feature}}
+    return {
+        "seconds": seconds,
+        "files": len(dataset.files),
+        "rows": dataset.num_rows,
+        "features": {f.name: int(f.type) for f in schema.feature},
+    }
 
 
 def task_many_files(root: str, files: int) -> dict:
@@ -36,8 +41,9 @@ def task_many_files(root: str, files: int) -> dict:
         rng = np.random.default_rng(1)
         os.makedirs(root, exist_ok=True)
         for i in range(files):
-            pq.write_table(demo_data.criteo_batch(50 + i % 7, rng),
-                           os.path.join(root, f"part-{i:05d}.parquet"))
+            pq.write_table(
+                demo_data.criteo_batch(50 + i % 7, rng), os.path.join(root, f"part-{i:05d}.parquet")
+            )
     return task_ours(root)
 
 
@@ -68,80 +74,66 @@ def task_stock(examples_dir: str, work: str) -> dict:
     context = {"beam_pipeline_args": STOCK_BEAM_ARGS}
     start = time.perf_counter()
     statistics_gen.Executor(statistics_gen.Executor.Context(**context)).Do(
-        {"examples": [examples]}, {"statistics": [statistics]}, {"exclude_splits": "[]"})
+        {"examples": [examples]}, {"statistics": [statistics]}, {"exclude_splits": "[]"}
+    )
     middle = time.perf_counter()
-    schema_gen.Executor().Do({"statistics": [statistics]}, {"schema": [schema]},
-                             {"infer_feature_shape": 1, "exclude_splits": "[]"})
+    schema_gen.Executor().Do(
+        {"statistics": [statistics]},
+        {"schema": [schema]},
+        {"infer_feature_shape": 1, "exclude_splits": "[]"},
+    )
     end = time.perf_counter()
-    inferred = io_utils.parse_pbtxt_file(os.path.join(schema.uri, "schema.pbtxt"),
-                                         schema_pb2.Schema())
-    return {"seconds": end - start, "statistics_seconds": middle - start,
-            "features": {f.name: int(f.type) for f in inferred.feature}}
+    inferred = io_utils.parse_pbtxt_file(
+        os.path.join(schema.uri, "schema.pbtxt"), schema_pb2.Schema()
+    )
+    return {
+        "seconds": end - start,
+        "statistics_seconds": middle - start,
+        "features": {f.name: int(f.type) for f in inferred.feature},
+    }
 
 
-def _agreement(ours: dict, stock: dict) -> list[str]:
-    notes = []
-    only_ours = sorted(set(ours) - set(stock))
-    only_stock = sorted(set(stock) - set(ours))
-    if only_ours:
-        notes.append(f"only in ours: {', '.join(only_ours)}")
-    if only_stock:
-        notes.append(f"only in stock: {', '.join(only_stock)}")
-    names = {1: "BYTES", 2: "INT", 3: "FLOAT"}
-    for name in sorted(set(ours) & set(stock)):
-        if ours[name] != stock[name]:
-            notes.append(f"{name}: ours {names.get(ours[name])}, stock {names.get(stock[name])}")
-    return notes
-
-
-def run(ctx: Context) -> Section:
+def run(ctx: Context) -> dict:
+    """Measure the section; returns its results record (see `report_schema_inference`)."""
     data = ctx.dataset(ctx.rows)
     examples = ctx.path("schema", "examples")
-    harness.run_task(ctx, "schema-convert", "schema_inference:task_convert",
-                     input_base=data, output_dir=examples)
+    harness.run_task(
+        ctx, "schema-convert", "schema_inference:task_convert", input_base=data, output_dir=examples
+    )
     ours = []
     for repeat in range(ctx.repeats):
-        ours.append(harness.run_task(ctx, f"schema-ours-{repeat}", "schema_inference:task_ours",
-                                     input_base=data).result)
+        ours.append(
+            harness.run_task(
+                ctx, f"schema-ours-{repeat}", "schema_inference:task_ours", input_base=data
+            ).result
+        )
         print(f"  schema ours {repeat + 1}/{ctx.repeats}: {ours[-1]['seconds']:.3f} s", flush=True)
-    many = [harness.run_task(ctx, f"schema-many-{r}", "schema_inference:task_many_files",
-                             root=ctx.path("schema", "many-files"), files=MANY_FILES).result
-            for r in range(ctx.repeats)]
-    print(f"  schema over {MANY_FILES} files: {harness.median([m['seconds'] for m in many]):.3f} s",
-          flush=True)
-    stock = harness.run_task(ctx, "schema-stock", "schema_inference:task_stock",
-                             examples_dir=examples, work=ctx.path("schema", "stock")).result
-    print(f"  stock StatisticsGen + SchemaGen: {stock['seconds']:.1f} s", flush=True)
-
-    ours_s = harness.median([o["seconds"] for o in ours])
-    many_s = harness.median([m["seconds"] for m in many])
-    speedup = stock["seconds"] / ours_s
-    differences = _agreement(ours[0]["features"], stock["features"])
-    rows = ours[0]["rows"]
-    markdown = "\n".join([
-        f"Same {rows:,}-row dataset ({ours[0]['files']} Parquet files). Ours reads only the "
-        "footers; stock StatisticsGen + SchemaGen run TFDV over every converted row (DirectRunner, "
-        f"multi-process on both cores). Ours: median of {ctx.repeats} runs; stock: 1 run.", "",
-        harness.table(["", "seconds", "rows/s equivalent", "vs stock"], [
-            ["ours, footers only", f"{ours_s:.3f}", harness.rate(rows / ours_s),
-             harness.ratio(speedup)],
-            ["stock StatisticsGen + SchemaGen", f"{stock['seconds']:.1f}",
-             harness.rate(rows / stock["seconds"]), "1.00x"],
-            ["  of which StatisticsGen", f"{stock['statistics_seconds']:.1f}", "", ""],
-            [f"ours, {MANY_FILES} small files", f"{many_s:.3f}", "", ""],
-        ]), "",
-        f"Feature names and types, ours versus stock SchemaGen ({len(ours[0]['features'])} vs "
-        f"{len(stock['features'])} features): "
-        + ("identical." if not differences else "; ".join(differences) + "."),
-        "Shapes differ by design: ours gives shape [1] only to columns whose footers count no "
-        "nulls; stock SchemaGen gives it to features present in every example of its data pass."])
-    targets = [
-        Target("schema inference vs stock StatisticsGen + SchemaGen", "≥ 100x faster",
-               harness.ratio(speedup), speedup >= 100),
-        Target(f"footer inference over {MANY_FILES} files", "≤ 2 s", f"{many_s:.2f} s",
-               many_s <= 2.0),
-        Target("feature names and types agree with stock SchemaGen", "identical",
-               "identical" if not differences else f"{len(differences)} differences",
-               not differences),
+    many = [
+        harness.run_task(
+            ctx,
+            f"schema-many-{r}",
+            "schema_inference:task_many_files",
+            root=ctx.path("schema", "many-files"),
+            files=MANY_FILES,
+        ).result
+        for r in range(ctx.repeats)
     ]
-    return Section("Schema inference (ParquetSchemaGen)", markdown, targets)
+    print(
+        f"  schema over {MANY_FILES} files: {harness.median([m['seconds'] for m in many]):.3f} s",
+        flush=True,
+    )
+    stock = harness.run_task(
+        ctx,
+        "schema-stock",
+        "schema_inference:task_stock",
+        examples_dir=examples,
+        work=ctx.path("schema", "stock"),
+    ).result
+    print(f"  stock StatisticsGen + SchemaGen: {stock['seconds']:.1f} s", flush=True)
+    return {
+        "repeats": ctx.repeats,
+        "many_files": MANY_FILES,
+        "ours": ours,
+        "many": many,
+        "stock": stock,
+    }

@@ -4,6 +4,7 @@ Runs `benchmarks.MODULE.FUNCTION(**params)` in this fresh interpreter and writes
 to RESULT_PATH. The function times its own measured region, so interpreter start-up and imports
 are outside it; `harness.run_task` also records the child's whole wall time.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -1,0 +1,82 @@
+"""The input-pipeline section's report, from its results record (`input_pipeline.run`)."""
+
+from __future__ import annotations
+
+from benchmarks import harness
+from benchmarks.harness import Section, Target
+
+COLORS = ["tab:green", "tab:green", "tab:gray", "tab:gray", "tab:gray", "tab:gray", "tab:blue"]
+
+
+def render(record: dict) -> Section:
+    """The section from its results record."""
+    methods = record["methods"]  # task → {"label", "samples"}, in the measured order
+    rates = {task: [s["examples_per_second"] for s in m["samples"]] for task, m in methods.items()}
+    eps = {task: harness.median(values) for task, values in rates.items()}
+    ours, cached, tfxio_eps, raw = (
+        eps[t] for t in ("task_ours", "task_ours_cached", "task_tfxio", "task_raw")
+    )
+    big_rss = harness.median([s["peak_rss"] for s in methods["task_ours"]["samples"]])
+    small_rss = record["small"]["peak_rss"]
+    rss_growth = big_rss / small_rss - 1
+    rows = [
+        [
+            m["label"],
+            harness.rate(eps[task]),
+            harness.ratio(eps[task] / tfxio_eps),
+            f"{eps[task] / raw:.0%}",
+            f"{harness.spread(rates[task]):.0%}",
+        ]
+        for task, m in methods.items()
+    ]
+    markdown = "\n".join(
+        [
+            f"Criteo-shaped train split of the {record['rows']:,}-row dataset, uncompressed shards, "
+            f"batch {record['batch']}, features parsed with the inferred schema's spec; each method in "
+            f"its own process, median of {record['repeats']} interleaved runs of {record['batches']} "
+            f"batches after the first (slow methods: {record['slow_batches']}).",
+            "",
+            harness.table(["method", "examples/s", "vs TFXIO", "of raw bound", "spread"], rows),
+            "",
+            f"Peak RSS of ours (whole process): {harness.mib(small_rss)} on "
+            f"{record['small_rows']:,} rows, {harness.mib(big_rss)} on {record['rows']:,} rows "
+            f"({harness.percent(rss_growth)}).",
+        ]
+    )
+    targets = [
+        Target(
+            "input_fn first epoch vs TFXIO",
+            "≥ 2x",
+            harness.ratio(ours / tfxio_eps),
+            ours >= 2 * tfxio_eps,
+        ),
+        Target(
+            "input_fn first epoch vs raw bound", "≥ 95%", f"{ours / raw:.0%}", ours >= 0.95 * raw
+        ),
+        Target(
+            "input_fn cached epochs vs TFXIO",
+            "≥ 10x",
+            harness.ratio(cached / tfxio_eps),
+            cached >= 10 * tfxio_eps,
+        ),
+        Target(
+            "input_fn peak RSS, 10x more data",
+            "flat (< +10%)",
+            harness.percent(rss_growth),
+            rss_growth < 0.10,
+        ),
+    ]
+
+    def panel(ax):
+        labels = [
+            m["label"].split(":")[0] if m["label"].startswith("ours") else m["label"].split(" (")[0]
+            for m in methods.values()
+        ]
+        labels[1] = "ours, cached"
+        ax.barh(labels, list(eps.values()), color=COLORS)
+        ax.set_xscale("log")
+        ax.set_xlabel("examples/s (log scale)")
+        ax.set_title(f"Trainer input pipelines, batch {record['batch']}")
+        ax.invert_yaxis()
+
+    return Section("Trainer input pipeline (input_fn)", markdown, targets, [panel])
