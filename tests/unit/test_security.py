@@ -67,7 +67,11 @@ def test_compiled_pipelines_hold_no_credentials_or_local_paths(compiled_text):
     assert not found, f"the compiled pipeline holds {found}"
 
 
-def test_compiled_containers_set_no_environment_variables(compiled_text):
+def test_compiled_containers_set_only_our_fixed_environment(compiled_text):
+    """No value of this machine's environment reaches a task: only TASK_ENVIRONMENT, constants
+    (TF_USE_LEGACY_KERAS=1) that every task needs."""
+    from tfx_tabular.pipelines.kubeflow import TASK_ENVIRONMENT
+
     document = (
         json.loads(compiled_text[0])
         if compiled_text[0].lstrip().startswith("{")
@@ -77,7 +81,8 @@ def test_compiled_containers_set_no_environment_variables(compiled_text):
     executors = spec["deploymentSpec"]["executors"]
     assert executors
     for label, executor in executors.items():
-        assert "env" not in executor["container"], label
+        env = {e["name"]: e["value"] for e in executor["container"].get("env", [])}
+        assert env == TASK_ENVIRONMENT, label
 
 
 # Calls that run code or rebuild objects from bytes: none may touch data our code reads.
