@@ -67,16 +67,21 @@ def _train_rows(examples_dir: str) -> int:
     )
 
 
-def task_tfxio(examples_dir: str) -> dict:
+def task_tfxio(examples_dir: str, shuffle: bool = True) -> dict:
     from tfx_bsl.public import tfxio
 
     schema, files = _setup(examples_dir)
     source = tfxio.TFExampleRecord(file_pattern=files, schema=schema)
     return _measure(
         source.TensorFlowDataset(
-            tfxio.TensorFlowDatasetOptions(batch_size=BATCH, label_key="label")
+            tfxio.TensorFlowDatasetOptions(batch_size=BATCH, label_key="label", shuffle=shuffle)
         )
     )
+
+
+def task_tfxio_unshuffled(examples_dir: str) -> dict:
+    """TFXIO without its default 10,000-record shuffle buffer (ours shuffles blocks instead)."""
+    return task_tfxio(examples_dir, shuffle=False)
 
 
 def task_batched_features(examples_dir: str) -> dict:
@@ -174,6 +179,7 @@ METHODS = [  # (label, task, input)
     ("ours: tfx_tabular.input_fn, first epoch", "task_ours", "examples"),
     ("ours: cached epochs", "task_ours_cached", "examples"),
     ("TFXIO (TFX data_accessor.tf_dataset_factory)", "task_tfxio", "examples"),
+    ("TFXIO, shuffle off", "task_tfxio_unshuffled", "examples"),
     ("make_batched_features_dataset", "task_batched_features", "examples"),
     ("per-record parse_single_example", "task_parse_single", "examples"),
     ("Python generator over Parquet (from_generator)", "task_generator", "parquet"),

@@ -15,6 +15,16 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 IN_MEMORY_BEAM = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
 
 
+def convert_to_examples(data: str, out: str, num_shards: int = 2):
+    """ParquetExampleGen's conversion of `data` into `out` (default hash splits), as the tests'
+    Examples; returns the conversion's result."""
+    from tfx_tabular.io import convert, plan
+
+    dataset, splits = plan.plan_conversion(data)
+    options = plan.OutputOptions(num_shards=num_shards)
+    return convert.convert(dataset, out, splits, options, IN_MEMORY_BEAM)
+
+
 @pytest.fixture(scope="session")
 def demo_dataset(tmp_path_factory) -> str:
     """The Criteo-shaped demo data: 3000 rows, day=2024-01-01..03, one file per day, row groups

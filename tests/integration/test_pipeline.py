@@ -76,3 +76,51 @@ def test_full_pipeline_with_stock_components(tmp_path):
         and "→ Schema#" in lineage
         and lineage.rstrip().split()[-1].startswith("Model#")
     )
+
+
+def test_a_string_label_trains_multiclass_and_the_evaluator_follows_the_task(tmp_path):
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import tensorflow_model_analysis as tfma
+
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=900)
+    colors = np.array(["red", "green", "blue"])[np.digitize(x, [-0.5, 0.5])]
+    os.makedirs(tmp_path / "data")
+    pq.write_table(pa.table({"x": x, "color": colors}), tmp_path / "data" / "part.parquet")
+    root = str(tmp_path / "root")
+    BeamDagRunner().run(
+        create_pipeline(
+            "multiclass",
+            root,
+            str(tmp_path / "data"),
+            label="color",
+            metadata_path=local_metadata_path(root),
+            schema_statistics=True,  # the classes come from the statistics' string domain
+            batch_size=32,
+            epochs=12,  # ~200 steps at the default learning rate
+            with_evaluator=True,
+            beam_pipeline_args=IN_MEMORY_BEAM,
+        )
+    )
+    with metadata.Metadata(
+        metadata.sqlite_metadata_connection_config(local_metadata_path(root))
+    ) as m:
+        [model] = m.store.get_artifacts_by_type("Model")
+        [evaluation] = m.store.get_artifacts_by_type("ModelEvaluation")
+    serving = tf.saved_model.load(os.path.join(model.uri, "Format-Serving"))
+    example = tf.train.Example()
+    example.features.feature["x"].float_list.value.append(2.0)
+    outputs = serving.signatures["serving_default"](examples=[example.SerializeToString()])
+    assert sorted(c.decode() for c in outputs["classes"].numpy()[0]) == ["blue", "green", "red"]
+    assert outputs["scores"].shape == (1, 3)
+    [metrics] = list(tfma.load_metrics(evaluation.uri))
+    names = {m.key.name for m in metrics.metric_keys_and_values}
+    assert {"example_count", "sparse_categorical_accuracy"} <= names, names
+    accuracy = next(
+        m.value.double_value.value
+        for m in metrics.metric_keys_and_values
+        if m.key.name == "sparse_categorical_accuracy"
+    )
+    assert accuracy > 0.6  # string labels were mapped to the classes the model scores

@@ -14,11 +14,11 @@ import time
 
 import pytest
 import tensorflow as tf
-from conftest import IN_MEMORY_BEAM
+from conftest import convert_to_examples
 from tfx.utils import io_utils
 
 from tfx_tabular import input_fn
-from tfx_tabular.io import convert, demo_data, parquet, plan
+from tfx_tabular.io import demo_data, parquet
 from tfx_tabular.schemas.infer import infer_schema
 
 WORKER = str(pathlib.Path(__file__).with_name("train_worker.py"))
@@ -28,9 +28,8 @@ WORKER = str(pathlib.Path(__file__).with_name("train_worker.py"))
 def examples(tmp_path_factory):
     root = tmp_path_factory.mktemp("training")
     demo_data.write_dataset(str(root / "data"), 4000, days=2, files_per_day=2, row_group_size=500)
-    dataset, splits = plan.plan_conversion(str(root / "data"))
     out = str(root / "examples")
-    convert.convert(dataset, out, splits, plan.OutputOptions(num_shards=4), IN_MEMORY_BEAM)
+    convert_to_examples(str(root / "data"), out, num_shards=4)
     schema_path = str(root / "schema.pbtxt")
     io_utils.write_pbtxt_file(
         schema_path, infer_schema(parquet.read_source_metadata(out), label="label")

@@ -15,7 +15,7 @@ import types
 
 import pytest
 import tensorflow as tf
-from conftest import IN_MEMORY_BEAM
+from conftest import convert_to_examples
 from google.auth import credentials as auth_credentials
 from google.cloud import aiplatform_v1
 from tfx.extensions.google_cloud_ai_platform import runner, training_clients
@@ -25,7 +25,7 @@ from tfx.utils import io_utils, json_utils, path_utils, proto_utils
 
 from tfx_tabular.components import TabularTrainer
 from tfx_tabular.components.tabular_trainer import vertex
-from tfx_tabular.io import convert, demo_data, parquet, plan
+from tfx_tabular.io import demo_data, parquet
 from tfx_tabular.schemas.infer import infer_schema
 
 IMAGE = "us-docker.pkg.dev/example/repo/tfx-tabular:1.0"
@@ -123,8 +123,7 @@ def trainer_run(tmp_path, monkeypatch):
     Vertex and waiting for it."""
     data, out = str(tmp_path / "data"), str(tmp_path / "examples")
     demo_data.write_dataset(data, 3000, days=2, files_per_day=2, row_group_size=500)
-    dataset, splits = plan.plan_conversion(data)
-    result = convert.convert(dataset, out, splits, plan.OutputOptions(num_shards=2), IN_MEMORY_BEAM)
+    result = convert_to_examples(data, out)
     examples = standard_artifacts.Examples()
     examples.uri = out
     examples.split_names = '["train", "eval"]'

@@ -108,12 +108,12 @@ UNSAFE_CALLS = {
 # the contents of a data file.
 PIPELINE_STATE_PICKLES = {("io/parquet.py", "pickle.loads")}
 # The only places that import code by a name not written in our source: the lazy-import tables
-# (constant names) and the Trainer's model_fn / module_file, which the user configures.
+# (constant names) and the Trainer's model_fn / run_fn / module_file, which the user configures.
 CODE_LOADERS = {"importlib.import_module", "import_utils.import_func_from_source"}
 ALLOWED_LOADERS = {
     "components/__init__.py",
     "schemas/__init__.py",
-    "components/tabular_trainer/executor.py",
+    "components/tabular_trainer/user_code.py",
 }
 
 
@@ -151,10 +151,13 @@ def test_model_code_is_loaded_only_from_configured_places():
     assert found and set(found) <= ALLOWED_LOADERS, found
 
 
-def test_the_trainer_loads_only_the_configured_model_fn():
-    from tfx_tabular.components.tabular_trainer.executor import load_model_fn
+def test_the_trainer_loads_only_the_configured_model_fn_or_run_fn():
+    from tfx_tabular.components.tabular_trainer.user_code import load_model_fn, load_run_fn
 
     assert load_model_fn(None, None) is None  # the reference model: no user code at all
+    assert load_run_fn(None, None) is None
     assert load_model_fn("os.path:join", None) is os.path.join
-    with pytest.raises(ValueError, match="package.module:function"):
-        load_model_fn("os.system", None)
+    assert load_run_fn("os.path:join", None) is os.path.join
+    for load in (load_model_fn, load_run_fn):
+        with pytest.raises(ValueError, match="package.module:function"):
+            load("os.system", None)

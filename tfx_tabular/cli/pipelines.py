@@ -16,9 +16,15 @@ from tfx_tabular.cli.data import say
 
 def _add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
     from tfx_tabular.components.tabular_trainer.spec import PARAMETERS
+    from tfx_tabular.training.task import TASKS
 
     p.add_argument("--pipeline-name", default="tfx-tabular")
     p.add_argument("--label", default="label")
+    p.add_argument(
+        "--task",
+        choices=TASKS,
+        help="the learning task (default: the one the label implies)",
+    )
     p.add_argument(
         "--split-by-partition",
         metavar="KEY",
@@ -56,6 +62,7 @@ def _create_pipeline(
         pipeline_root,
         data_root,
         label=args.label,
+        task=args.task,
         metadata_path=metadata_path,
         split_by_partition=args.split_by_partition,
         curated_schema=args.curated_schema,

@@ -8,6 +8,34 @@ import os
 from typing import Optional, Sequence
 
 DEFAULT_PREPROCESSING_FN = "tfx_tabular.pipelines.preprocessing.preprocessing_fn"
+# What the Evaluator computes for each task (TFMA metric or Keras metric class names).
+EVALUATOR_METRICS = {
+    "binary": ("ExampleCount", "AUC", "BinaryAccuracy"),
+    "multiclass": ("ExampleCount", "SparseCategoricalAccuracy", "MultiClassConfusionMatrixPlot"),
+    "regression": ("ExampleCount", "MeanSquaredError", "MeanAbsoluteError"),
+}
+
+
+def evaluator_task(
+    data_root: str, label: str, task: Optional[str], curated_schema: Optional[str]
+) -> str:
+    """The task the Evaluator's metrics are for: `task`, else the one the label implies in the
+    data root's footers (read now: TFMA's metrics are fixed when the pipeline is built)."""
+    from tfx_tabular.schemas.source import schema_of
+    from tfx_tabular.training.task import TASKS, kind_of
+
+    if task:
+        if task not in TASKS:
+            raise ValueError(f"task {task!r} is not one of {', '.join(TASKS)}")
+        return task
+    try:
+        schema = schema_of(data_root, label=label, curated=curated_schema, examples=False).schema
+    except (OSError, ValueError) as error:
+        raise ValueError(
+            f"the Evaluator's metrics follow the task, and {data_root} could not be read to "
+            f"infer it ({error}): pass task='binary', 'multiclass' or 'regression'"
+        ) from error
+    return kind_of(schema, label)
 
 
 def create_pipeline(
@@ -16,6 +44,7 @@ def create_pipeline(
     data_root: str,
     *,
     label: str = "label",
+    task: Optional[str] = None,
     metadata_path: Optional[str] = None,
     split_by_partition: Optional[str] = None,
     eval_last_partitions: Optional[int] = None,
@@ -38,7 +67,9 @@ def create_pipeline(
     """A `tfx.dsl.Pipeline`. `metadata_path` (a SQLite file) is for local runs; compiled Kubeflow
     and Vertex pipelines use their platform's ML Metadata and leave it None. `vertex_training` (a
     `VertexTraining`) makes the Trainer task launch a Vertex AI custom training job. Parameters
-    left None take the components' defaults (their `spec.py`)."""
+    left None take the components' defaults (their `spec.py`). `task` (binary, multiclass,
+    regression; default: the one the label implies) sets the Trainer's head and the Evaluator's
+    metrics."""
     from tfx import v1 as tfx
 
     from tfx_tabular.components import ParquetExampleGen, ParquetSchemaGen, TabularTrainer
@@ -80,6 +111,7 @@ def create_pipeline(
         epochs=epochs,
         batch_size=batch_size,
         label=label,
+        task=task,
         model_fn=model_fn,
         distribution=distribution,
         vertex_training=vertex_training,
@@ -94,9 +126,10 @@ def create_pipeline(
             metrics_specs=[
                 tfma.MetricsSpec(
                     metrics=[
-                        tfma.MetricConfig(class_name="ExampleCount"),
-                        tfma.MetricConfig(class_name="AUC"),
-                        tfma.MetricConfig(class_name="BinaryAccuracy"),
+                        tfma.MetricConfig(class_name=name)
+                        for name in EVALUATOR_METRICS[
+                            evaluator_task(data_root, label, task, curated_schema)
+                        ]
                     ]
                 )
             ],

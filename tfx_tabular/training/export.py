@@ -8,17 +8,20 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 
 from tfx_tabular.schemas.parsing import feature_spec
 from tfx_tabular.training.input_fn import as_ragged
+from tfx_tabular.training.task import Task
 
 
 def export_serving_model(
     model: keras.Model,
     schema: schema_pb2.Schema,
     label: str,
+    task: Task,
     export_dir: str,
     transform_output=None,
 ) -> None:
     """SavedModel whose `serving_default` takes serialized tf.Examples (`examples`), parsed with
-    the schema's SERVING spec (label excluded), transformed by the Transform graph if any."""
+    the schema's SERVING spec (label excluded), transformed by the Transform graph if any, and
+    returns the task's outputs (`outputs`; multiclass: `scores` and `classes`)."""
     if transform_output is not None:
         raw_spec = {
             k: v
@@ -36,6 +39,6 @@ def export_serving_model(
         features = tf.io.parse_example(serialized, raw_spec)
         if tft_layer is not None:
             features = as_ragged(tft_layer(features))
-        return {"outputs": model(features)}
+        return task.serving_outputs(model(features))
 
     tf.saved_model.save(model, export_dir, signatures={"serving_default": serve})

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import logging
 import os
 import tempfile
@@ -25,12 +26,17 @@ import tf_keras as keras
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from tfx_tabular.schemas.infer import label_of
+from tfx_tabular.schemas.parsing import feature_spec
 from tfx_tabular.training.export import export_serving_model
 from tfx_tabular.training.input_fn import input_fn
+from tfx_tabular.training.model import build_reference_model
 from tfx_tabular.training.strategy import choose_strategy, is_chief
+from tfx_tabular.training.task import REGRESSION, Task, task_of
 
 log = logging.getLogger(__name__)
-ModelFn = Callable[[schema_pb2.Schema, str], keras.Model]
+ModelFn = Callable[
+    ..., keras.Model
+]  # model_fn(schema, label, [task, hyperparameters, custom_config])
 
 
 @dataclasses.dataclass
@@ -91,45 +97,130 @@ def _model_schema(schema: schema_pb2.Schema, label: str, transform_output) -> sc
     """The schema the model sees: the transformed one under Transform, else the raw one."""
     if transform_output is None:
         return schema
-    # The transformed schema loses a passed-through label's domain, which picks the head.
+    # The transformed schema loses a passed-through label's domain, which picks the task.
     model_schema = schema_pb2.Schema()
     model_schema.CopyFrom(transform_output.transformed_metadata.schema)
     raw_label = next((f for f in schema.feature if f.name == label), None)
     for feature in model_schema.feature:
         if raw_label is not None and feature.name == label:
-            for domain in ("int_domain", "bool_domain"):
-                if raw_label.HasField(domain):
+            for domain in ("int_domain", "bool_domain", "string_domain"):
+                if raw_label.HasField(domain) and not feature.HasField("domain"):
                     getattr(feature, domain).CopyFrom(getattr(raw_label, domain))
     return model_schema
 
 
+def check_label(schema: schema_pb2.Schema, label: str) -> None:
+    """Before anything is built: the label is a feature with a value in every row."""
+    spec = feature_spec(schema)
+    if label not in spec:
+        raise ValueError(
+            f"label {label!r} is not a feature of the schema "
+            f"(features: {', '.join(sorted(spec)[:20])})"
+        )
+    if not isinstance(spec[label], tf.io.FixedLenFeature):
+        raise ValueError(
+            f"label {label!r} has missing values (the schema gives it no fixed shape, as for a "
+            "column with nulls): drop or fill those rows, or transform the label"
+        )
+
+
+def _checked_inputs(
+    train_files, eval_files, schema, label: str, task: Optional[str], transform_output
+) -> tuple[schema_pb2.Schema, Task]:
+    """Before anything is built: files in both splits, a label with a value in every row, and
+    the task it can have; returns the schema the model sees and the task."""
+    for split, files in (("train", train_files), ("eval", eval_files)):
+        if not files:
+            raise ValueError(f"no {split} files to read")
+    model_schema = _model_schema(schema, label, transform_output)
+    check_label(model_schema, label)
+    return model_schema, task_of(model_schema, label, task)
+
+
+def _model_arguments(model_fn: Callable, offered: dict) -> dict:
+    """The keyword arguments among `offered` (task, hyperparameters, custom_config) that the
+    user's `model_fn(schema, label, ...)` declares; a `**kwargs` takes them all."""
+    parameters = inspect.signature(model_fn).parameters.values()
+    if any(p.kind == p.VAR_KEYWORD for p in parameters):
+        return dict(offered)
+    names = {p.name for p in parameters}
+    return {k: v for k, v in offered.items() if k in names}
+
+
+def _compiled_loss(model: keras.Model) -> keras.losses.Loss:
+    """The loss a compiled model was given, as per-example losses."""
+    loss = keras.losses.get(model.loss)
+    if isinstance(loss, keras.losses.Loss):
+        return type(loss).from_config({**loss.get_config(), "reduction": "none"})
+    if callable(loss):  # a function of (labels, predictions) → per-example losses
+        return keras.losses.LossFunctionWrapper(loss, reduction=keras.losses.Reduction.NONE)
+    raise ValueError(f"model_fn's model has a loss this trainer cannot use: {model.loss!r}")
+
+
+def _compiled_metrics(model: keras.Model, task: Task) -> dict[str, keras.metrics.Metric]:
+    """The metrics a compiled model was given ("accuracy" read for the task, as Keras does)."""
+    metrics = {}
+    for config in model.get_compile_config().get("metrics") or []:
+        if config in ("accuracy", "acc"):
+            metric = task.metrics()["accuracy"] if task.kind != REGRESSION else None
+        else:
+            metric = keras.metrics.get(config)
+        if metric is None:
+            continue
+        if not isinstance(metric, keras.metrics.Metric):
+            metric = keras.metrics.MeanMetricWrapper(metric, name=metric.__name__)
+        metrics[metric.name] = metric
+    return metrics
+
+
 def _build_trainable(
-    build: ModelFn,
+    model_fn: Optional[ModelFn],
     schema: schema_pb2.Schema,
     label: str,
+    task: Task,
     learning_rate: float,
     mixed_precision: bool,
+    model_arguments: dict,
 ) -> _Trainable:
-    """Under the strategy's scope: the model, and a head (loss, metrics) its label implies."""
-    model = build(schema, label)
-    binary = getattr(model, "binary_label", True)
-    optimizer = keras.optimizers.Adam(learning_rate)
+    """Under the strategy's scope: the model, its optimizer, loss and metrics — the compiled
+    model's own when `model_fn` compiled it, else Adam(`learning_rate`) and the task's."""
+    if model_fn is None:
+        model = build_reference_model(schema, label, task)
+    else:
+        model = model_fn(schema, label, **_model_arguments(model_fn, model_arguments))
+    compiled = model.get_compile_config() is not None
+    if compiled:
+        log.info("model_fn compiled its model: training with its optimizer, loss and metrics")
+    optimizer = model.optimizer if compiled else keras.optimizers.Adam(learning_rate)
     if mixed_precision:
         optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
-    loss = (keras.losses.BinaryCrossentropy if binary else keras.losses.MeanSquaredError)(
-        reduction=keras.losses.Reduction.NONE
-    )
-    metrics = (
-        {"auc": keras.metrics.AUC(name="auc")}
-        if binary
-        else {"rmse": keras.metrics.RootMeanSquaredError()}
-    )
+    loss = _compiled_loss(model) if compiled else task.loss()
+    metrics = _compiled_metrics(model, task) if compiled else task.metrics()
     metrics["loss"] = keras.metrics.Mean("loss")
     step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
     return _Trainable(model, optimizer, loss, metrics, step, mixed_precision)
 
 
-def _restore_checkpoints(trainable: _Trainable, run: _Run) -> tf.train.CheckpointManager:
+def _warm_start(model: keras.Model, base_model: str) -> None:
+    """The weights of a previous serving export (whose root object is its Keras model): every
+    variable of `model` must find its value there, or the architectures differ."""
+    variables = os.path.join(base_model, "variables", "variables")
+    try:
+        # `read`, not `restore`: the checkpoint's own save counter is not the model's.
+        status = tf.train.Checkpoint(model).read(variables).expect_partial()
+        status.assert_existing_objects_matched()
+    except (AssertionError, ValueError, tf.errors.NotFoundError) as error:
+        raise ValueError(
+            f"base_model {base_model} cannot warm-start this model (a different "
+            f"architecture or not a Keras export): {error}"
+        ) from error
+    log.info("warm start: weights from %s", base_model)
+
+
+def _restore_checkpoints(
+    trainable: _Trainable, run: _Run, base_model: Optional[str] = None
+) -> tf.train.CheckpointManager:
+    """Resume the run's latest checkpoint; without one, warm-start from `base_model` if given."""
     checkpoint = tf.train.Checkpoint(
         model=trainable.model, optimizer=trainable.optimizer, step=trainable.step
     )
@@ -141,6 +232,8 @@ def _restore_checkpoints(trainable: _Trainable, run: _Run) -> tf.train.Checkpoin
     if latest:
         checkpoint.restore(latest)
         log.info("resumed from %s at step %d", latest, int(trainable.step.numpy()))
+    elif base_model:
+        _warm_start(trainable.model, base_model)
     return manager
 
 
@@ -150,7 +243,7 @@ def _step_functions(strategy: tf.distribute.Strategy, t: _Trainable, global_batc
     def replica_train(features, labels):
         with tf.GradientTape() as tape:
             predictions = tf.cast(t.model(features, training=True), tf.float32)
-            per_example = t.loss(tf.cast(labels, tf.float32), predictions)
+            per_example = t.loss(labels, predictions)
             loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
             scaled = t.optimizer.get_scaled_loss(loss) if t.mixed_precision else loss
         gradients = tape.gradient(scaled, t.model.trainable_variables)
@@ -161,7 +254,6 @@ def _step_functions(strategy: tf.distribute.Strategy, t: _Trainable, global_batc
 
     def replica_eval(features, labels):
         predictions = tf.cast(t.model(features, training=False), tf.float32)
-        labels = tf.cast(labels, tf.float32)
         t.eval_metrics["loss"].update_state(t.loss(labels, predictions))
         for name, metric in t.eval_metrics.items():
             if name != "loss":
@@ -286,7 +378,10 @@ def train(
     serving_model_dir: Optional[str],
     *,
     label: Optional[str] = None,
+    task: Optional[str] = None,
     model_fn: Optional[ModelFn] = None,
+    model_arguments: Optional[dict] = None,
+    base_model: Optional[str] = None,
     batch_size: int,
     steps_per_epoch: int,
     epochs: int = 1,
@@ -303,18 +398,22 @@ def train(
     on_progress: Optional[Callable[[int, str], None]] = None,
     stop_after_steps: Optional[int] = None,
 ) -> TrainResult:
-    """Train `model_fn(schema, label)` (default: the reference model) for `epochs` epochs of
+    """Train `model_fn(schema, label, ...)` (default: the reference model) for `epochs` epochs of
     `steps_per_epoch` global batches of `batch_size` (or `train_steps` steps in all); evaluate
     `eval_steps` batches (None: the whole eval split once); export the serving model (the
     chief's copy is kept).
+
+    `task` (binary, multiclass, regression; default: inferred from the label, see `task.py`)
+    picks the head, loss and metrics unless `model_fn` compiles its model. `model_fn` also gets
+    those of `model_arguments` (`task`, `hyperparameters`, `custom_config`) it declares.
+    `base_model`: a serving SavedModel (a previous Model artifact's) whose weights start the
+    training, unless a checkpoint of this run is resumed.
 
     Every epoch ends with a checkpoint, an evaluation and TensorBoard summaries (`train/`: loss,
     examples/s, input wait; `eval/`: the metrics). `on_progress(step, note)` is called at most
     once a second. `stop_after_steps` stops early without evaluating or exporting (used to test
     resumption).
     """
-    from tfx_tabular.training.model import build_reference_model
-
     label = label or label_of(schema)
     if not label:
         raise ValueError("no label: pass `label` or annotate one in the schema")
@@ -324,6 +423,9 @@ def train(
             f"batch_size {batch_size} is not a multiple of the "
             f"{strategy.num_replicas_in_sync} replicas"
         )
+    model_schema, resolved_task = _checked_inputs(
+        train_files, eval_files, schema, label, task, transform_output
+    )
     chief = is_chief(strategy)
     # Deleted when train returns, or by its finalizer (at exit at the latest) if training fails.
     run = _Run(
@@ -338,7 +440,8 @@ def train(
 
     def distributed(files, training: bool):
         def make(ctx: tf.distribute.InputContext):
-            return input_fn(
+            encode = resolved_task.label_encoder(label)
+            dataset = input_fn(
                 files,
                 schema,
                 ctx.get_per_replica_batch_size(batch_size),
@@ -349,18 +452,21 @@ def train(
                 input_context=ctx,
                 transform_output=transform_output,
             )
+            return dataset.map(lambda features, labels: (features, encode(labels)))
 
         return strategy.distribute_datasets_from_function(make)
 
     with _precision_policy(mixed_precision), strategy.scope():
         trainable = _build_trainable(
-            model_fn or build_reference_model,
-            _model_schema(schema, label, transform_output),
+            model_fn,
+            model_schema,
             label,
+            resolved_task,
             learning_rate,
             mixed_precision,
+            {"task": resolved_task, **(model_arguments or {})},
         )
-    manager = _restore_checkpoints(trainable, run)
+    manager = _restore_checkpoints(trainable, run, base_model)
     train_step, eval_step = _step_functions(strategy, trainable, batch_size)
     writers = {
         name: tf.summary.create_file_writer(run.writable(os.path.join(run_dir, name)))
@@ -395,6 +501,7 @@ def train(
                     trainable.model,
                     schema,
                     label,
+                    resolved_task,
                     run.writable(serving_model_dir),
                     transform_output,
                 )

@@ -3,8 +3,7 @@
 numeric features → scaled by the schema's int/float domain (footer min/max), or sign·log1p without
 one, plus a missing indicator when nullable; categorical features (bytes, bools, categorical ints)
 → hashing + embeddings; variable-length and nested lists → hashed embeddings mean-pooled over the
-ragged values (numeric lists: mean and count). Binary labels (bool, or an int domain of 0..1) get a
-sigmoid head with AUC; other labels a regression head.
+ragged values (numeric lists: mean and count). The head follows the label's task (`task.py`).
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ import tf_keras as keras
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from tfx_tabular.schemas.parsing import feature_spec
+from tfx_tabular.training.task import Task, task_of
 
 HASH_BINS = 10_007
 EMBEDDING_DIM = 8
@@ -26,14 +26,6 @@ def is_categorical(feature: schema_pb2.Feature) -> bool:
     if feature.type == schema_pb2.BYTES or feature.HasField("bool_domain"):
         return True
     return feature.type == schema_pb2.INT and feature.int_domain.is_categorical
-
-
-def is_binary_label(feature: schema_pb2.Feature) -> bool:
-    return feature.HasField("bool_domain") or (
-        feature.HasField("int_domain")
-        and feature.int_domain.min == 0
-        and feature.int_domain.max == 1
-    )
 
 
 def _hash(values: tf.Tensor) -> tf.Tensor:
@@ -126,21 +118,19 @@ def _input_for(name: str, spec) -> keras.Input:
 
 
 def build_reference_model(
-    schema: schema_pb2.Schema, label: str, hidden_units: tuple[int, ...] = (256, 128)
+    schema: schema_pb2.Schema,
+    label: str,
+    task: Optional[Task] = None,
+    hidden_units: tuple[int, ...] = (256, 128),
 ) -> keras.Model:
-    """An uncompiled Keras 2 model (the trainer owns the optimizer and the loop);
-    `model.binary_label` tells the trainer which loss and metrics to use."""
+    """An uncompiled Keras 2 model (the trainer owns the optimizer and the loop) whose head
+    follows `task` (default: the task the schema's label implies)."""
     spec = feature_spec(schema)
-    label_feature = next((f for f in schema.feature if f.name == label), None)
-    if label_feature is None:
-        raise ValueError(f"label {label!r} is not in the schema")
+    task = task or task_of(schema, label)
     features = [name for name in spec if name != label]
     inputs = {name: _input_for(layer_name(i, name), spec[name]) for i, name in enumerate(features)}
     x = SchemaFeatures(schema, label, name="schema_features")(inputs)
     for depth, units in enumerate(hidden_units):
         x = keras.layers.Dense(units, activation="relu", name=f"hidden_{depth}")(x)
-    binary = is_binary_label(label_feature)
-    output = keras.layers.Dense(1, activation="sigmoid" if binary else None, name="output")(x)
-    model = keras.Model(inputs=inputs, outputs=output)
-    model.binary_label = binary
-    return model
+    output = keras.layers.Dense(task.output_units, activation=task.activation, name="output")(x)
+    return keras.Model(inputs=inputs, outputs=output)

@@ -1,8 +1,8 @@
-"""TabularTrainer's executor: resolves artifacts and parameters, then calls `training.loop.train`."""
+"""TabularTrainer's executor: resolves artifacts and parameters, then trains with
+`training.loop.train` — or runs the user's stock-Trainer `run_fn` with our input pipeline."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 from typing import Any, Dict, List, Optional
@@ -11,25 +11,12 @@ import tensorflow as tf
 from tfx.dsl.components.base import base_executor
 from tfx.proto import trainer_pb2
 from tfx.types import artifact_utils
-from tfx.utils import import_utils, path_utils, proto_utils
+from tfx.utils import json_utils, path_utils, proto_utils
 
 from tfx_tabular import schemas
 from tfx_tabular.components.parameters import resolve
 from tfx_tabular.components.progress import Progress
-from tfx_tabular.components.tabular_trainer import spec
-
-
-def load_model_fn(model_fn: Optional[str], module_file: Optional[str]):
-    """The user's model function: from an import path "pkg.module:function", or `model_fn` in a
-    module file. Model code is only ever loaded from these two configured places."""
-    if model_fn:
-        module, _, name = model_fn.partition(":")
-        if not name:
-            raise ValueError(f"model_fn must look like 'package.module:function', not {model_fn!r}")
-        return getattr(importlib.import_module(module), name)
-    if module_file:
-        return import_utils.import_func_from_source(module_file, "model_fn")
-    return None
+from tfx_tabular.components.tabular_trainer import spec, user_code
 
 
 def row_counts(examples) -> Dict[str, int]:
@@ -37,9 +24,24 @@ def row_counts(examples) -> Dict[str, int]:
     if not counts:
         raise ValueError(
             f"Examples {examples.uri} record no row_counts: they were not written by "
-            "ParquetExampleGen, so steps per epoch cannot be known without a data pass"
+            "ParquetExampleGen, so steps per epoch cannot be known without a data pass "
+            "(set train_args.num_steps)"
         )
     return {k: int(v) for k, v in counts.items()}
+
+
+def split_files(examples, split: str) -> List[str]:
+    """The split's shards; a split the Examples lack fails here, before any training."""
+    names = artifact_utils.decode_split_names(examples.split_names or "[]")
+    if split not in names:
+        raise ValueError(
+            f"Examples {examples.uri} have no split {split!r} (splits: {', '.join(names)}): "
+            "name the splits to use in train_args.splits / eval_args.splits"
+        )
+    files = sorted(tf.io.gfile.glob(f"{artifact_utils.get_split_uri([examples], split)}/*"))
+    if not files:
+        raise ValueError(f"split {split!r} of Examples {examples.uri} has no files")
+    return files
 
 
 def record_run_summary(model_run, summary: Dict[str, Any]) -> None:
@@ -79,6 +81,34 @@ def _run_summary(result, strategy, gpus: int, schema) -> Dict[str, Any]:
     return summary
 
 
+def _base_model(input_dict: Dict[str, List]) -> Optional[str]:
+    if not input_dict.get(spec.BASE_MODEL):
+        return None
+    base = artifact_utils.get_single_instance(input_dict[spec.BASE_MODEL])
+    return path_utils.serving_model_path(base.uri, path_utils.is_old_model_artifact(base))
+
+
+def _transform_output(input_dict: Dict[str, List]):
+    if not input_dict.get(spec.TRANSFORM_GRAPH):
+        return None
+    import tensorflow_transform as tft
+
+    return tft.TFTransformOutput(
+        artifact_utils.get_single_instance(input_dict[spec.TRANSFORM_GRAPH]).uri
+    )
+
+
+def _args(exec_properties: Dict[str, Any]):
+    """TrainArgs, EvalArgs, and the (train, eval) split names."""
+    train_args = proto_utils.json_to_proto(exec_properties["train_args"], trainer_pb2.TrainArgs())
+    eval_args = proto_utils.json_to_proto(exec_properties["eval_args"], trainer_pb2.EvalArgs())
+    splits = (
+        (train_args.splits or [spec.DEFAULT_TRAIN_SPLIT])[0],
+        (eval_args.splits or [spec.DEFAULT_EVAL_SPLIT])[0],
+    )
+    return train_args, eval_args, splits
+
+
 class Executor(base_executor.BaseExecutor):
     def Do(
         self,
@@ -86,36 +116,35 @@ class Executor(base_executor.BaseExecutor):
         output_dict: Dict[str, List],
         exec_properties: Dict[str, Any],
     ) -> None:
+        params = resolve(exec_properties, spec.PARAMETERS)
+        examples = artifact_utils.get_single_instance(input_dict[spec.EXAMPLES])
+        train_args, _, splits = _args(exec_properties)
+        files = {split: split_files(examples, split) for split in splits}
+        hyperparameters = user_code.hyperparameters(
+            input_dict, json.loads(params["hyperparameter_values"] or "null")
+        )
+        run_fn = user_code.load_run_fn(params["run_fn"], params["module_file"])
+        if run_fn is None:
+            self._train(input_dict, output_dict, exec_properties, files, hyperparameters)
+            return
+        # The stock Trainer needs train_args.num_steps; from the row counts, epochs work too.
+        steps = None
+        if not train_args.num_steps:
+            steps = row_counts(examples)[splits[0]] // params["batch_size"] * params["epochs"]
+        run_fn(user_code.fn_args(input_dict, output_dict, exec_properties, hyperparameters, steps))
+
+    def _train(self, input_dict, output_dict, exec_properties, files, hyperparameters) -> None:
         from tfx_tabular.training import loop
         from tfx_tabular.training import strategy as strategies
 
         params = resolve(exec_properties, spec.PARAMETERS)
+        train_args, eval_args, (train_split, eval_split) = _args(exec_properties)
         examples = artifact_utils.get_single_instance(input_dict[spec.EXAMPLES])
         schema = schemas.load_schema(
             artifact_utils.get_single_instance(input_dict[spec.SCHEMA]).uri
         )
-        transform_output = None
-        if input_dict.get(spec.TRANSFORM_GRAPH):
-            import tensorflow_transform as tft
-
-            transform_output = tft.TFTransformOutput(
-                artifact_utils.get_single_instance(input_dict[spec.TRANSFORM_GRAPH]).uri
-            )
-        train_args = proto_utils.json_to_proto(
-            exec_properties["train_args"], trainer_pb2.TrainArgs()
-        )
-        eval_args = proto_utils.json_to_proto(exec_properties["eval_args"], trainer_pb2.EvalArgs())
-        train_split = (train_args.splits or [spec.DEFAULT_TRAIN_SPLIT])[0]
-        eval_split = (eval_args.splits or [spec.DEFAULT_EVAL_SPLIT])[0]
-
-        counts = row_counts(examples)
         batch_size = params["batch_size"]
-        steps_per_epoch = max(1, counts[train_split] // batch_size)
-        files = {
-            split: sorted(tf.io.gfile.glob(f"{artifact_utils.get_split_uri([examples], split)}/*"))
-            for split in (train_split, eval_split)
-        }
-
+        steps_per_epoch = max(1, row_counts(examples)[train_split] // batch_size)
         gpus = strategies.configure_gpus(memory_limit_mb=params["gpu_memory_limit_mb"])
         strategy = strategies.choose_strategy(params["distribution"])
         print(
@@ -134,7 +163,13 @@ class Executor(base_executor.BaseExecutor):
                 model_run.uri,
                 path_utils.serving_model_dir(model.uri),
                 label=params["label"] or None,
-                model_fn=load_model_fn(params["model_fn"], params["module_file"]),
+                task=params["task"] or None,
+                model_fn=user_code.load_model_fn(params["model_fn"], params["module_file"]),
+                model_arguments={
+                    "hyperparameters": user_code.hyperparameter_values(hyperparameters),
+                    "custom_config": json_utils.loads(params["custom_config"] or "null"),
+                },
+                base_model=_base_model(input_dict),
                 batch_size=batch_size,
                 steps_per_epoch=steps_per_epoch,
                 epochs=params["epochs"],
@@ -144,7 +179,7 @@ class Executor(base_executor.BaseExecutor):
                 cache=params["cache"] or None,
                 strategy=strategy,
                 mixed_precision=bool(params["mixed_precision"]),
-                transform_output=transform_output,
+                transform_output=_transform_output(input_dict),
                 on_epoch=_print_epoch,
                 on_progress=progress.update,
             )

@@ -1,0 +1,141 @@
+"""Existing TFX modules run unchanged in TabularTrainer: a stock-Trainer `run_fn` gets TFX's own
+FnArgs with `data_accessor.tf_dataset_factory` served by our input_fn — shaped as TFXIO shapes it
+— including TFX's own Chicago taxi module behind stock Transform; the stock Tuner's
+hyperparameters artifact reaches user code."""
+
+import glob
+import json
+import os
+import pathlib
+
+import keras_tuner
+import pytest
+import tensorflow as tf
+from conftest import IN_MEMORY_BEAM, convert_to_examples
+from tfx import v1 as tfx
+from tfx.components.util import tfxio_utils
+from tfx.orchestration import metadata
+from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
+from tfx.types import standard_artifacts
+from tfx.utils import io_utils
+from tfx_bsl.public import tfxio
+
+from tfx_tabular.components import ParquetExampleGen, ParquetSchemaGen, TabularTrainer
+from tfx_tabular.components.tabular_trainer import user_code
+from tfx_tabular.io import demo_data, parquet
+from tfx_tabular.schemas.infer import infer_schema
+
+pytestmark = pytest.mark.slow
+HERE = pathlib.Path(__file__).parent
+
+
+@pytest.fixture(scope="module")
+def examples(tmp_path_factory):
+    root = tmp_path_factory.mktemp("modules")
+    demo_data.write_dataset(str(root / "data"), 900, days=1, files_per_day=1, row_group_size=300)
+    out = str(root / "examples")
+    convert_to_examples(str(root / "data"), out, num_shards=2)
+    artifact = standard_artifacts.Examples()
+    artifact.uri = out
+    artifact.split_names = '["train", "eval"]'
+    return artifact, infer_schema(parquet.read_source_metadata(out), label="label")
+
+
+def _kinds(batch):
+    features, label = batch
+    describe = {
+        name: (type(value).__name__, value.dtype.name, value.shape.rank)
+        for name, value in features.items()
+    }
+    return describe, (label.dtype.name, label.shape.rank)
+
+
+def test_the_dataset_factory_gives_what_tfxio_gives(examples):
+    artifact, schema = examples
+    files = [io_utils.all_files_pattern(f"{artifact.uri}/Split-eval")]
+    options = tfxio.TensorFlowDatasetOptions(
+        batch_size=100, label_key="label", shuffle=False, num_epochs=1
+    )
+    stock = tfxio_utils.get_tf_dataset_factory_from_artifact([artifact], [])(files, options, schema)
+    ours = user_code._dataset_factory(schema)(files, options, None)
+    assert _kinds(next(iter(ours))) == _kinds(next(iter(stock)))
+    count = lambda dataset: sum(int(tf.shape(label)[0]) for _, label in dataset)  # noqa: E731
+    assert count(ours) == count(stock) > 0  # one epoch, the last partial batch kept
+    repeating = tfxio.TensorFlowDatasetOptions(batch_size=100, label_key="label")
+    taken = user_code._dataset_factory(schema)(files, repeating).take(50)
+    assert sum(1 for _ in taken) == 50  # num_epochs=None repeats, as TFXIO does
+
+
+def test_the_tuners_hyperparameters_artifact_reaches_user_code(tmp_path):
+    space = keras_tuner.HyperParameters()
+    space.Int("units", 4, 16, default=8)
+    artifact = standard_artifacts.HyperParameters()
+    artifact.uri = str(tmp_path)
+    with open(tmp_path / "best_hyperparameters.txt", "w") as handle:
+        json.dump(space.get_config(), handle)  # what the stock Tuner writes
+    config = user_code.hyperparameters({"hyperparameters": [artifact]}, None)
+    assert keras_tuner.HyperParameters.from_config(config).get("units") == 8  # run_fn's view
+    assert user_code.hyperparameter_values(config) == {"units": 8}  # model_fn's view
+    assert user_code.hyperparameters({}, {"units": 3}) == {"units": 3}
+
+
+def _run(tmp_path, components):
+    connection = metadata.sqlite_metadata_connection_config(str(tmp_path / "mlmd.sqlite"))
+    BeamDagRunner().run(
+        tfx.dsl.Pipeline(
+            pipeline_name="user-modules",
+            pipeline_root=str(tmp_path / "root"),
+            components=components,
+            metadata_connection_config=connection,
+            beam_pipeline_args=IN_MEMORY_BEAM,
+        )
+    )
+    with metadata.Metadata(connection) as store:
+        [model] = store.store.get_artifacts_by_type("Model")
+    return os.path.join(model.uri, "Format-Serving")
+
+
+def test_a_stock_trainer_module_runs_unchanged(tmp_path):
+    data = str(tmp_path / "data")
+    demo_data.write_dataset(data, 600, days=2, files_per_day=1, row_group_size=300)
+    example_gen = ParquetExampleGen(input_base=data)
+    schema_gen = ParquetSchemaGen(examples=example_gen.outputs["examples"], label="label")
+    trainer = TabularTrainer(
+        examples=example_gen.outputs["examples"],
+        schema=schema_gen.outputs["schema"],
+        module_file=str(HERE / "stock_trainer_module.py"),  # asserts TFXIO's SparseTensors
+        batch_size=32,
+        epochs=1,  # no num_steps: the row counts give fn_args.train_steps
+    )
+    serving = _run(tmp_path, [example_gen, schema_gen, trainer])
+    assert os.path.exists(os.path.join(serving, "saved_model.pb"))
+
+
+def test_tfx_chicago_taxi_module_with_stock_transform(tmp_path, tfx_parquet_testdata):
+    import tfx.examples.chicago_taxi_pipeline as taxi
+
+    module = os.path.join(os.path.dirname(taxi.__file__), "taxi_utils_native_keras.py")
+    example_gen = ParquetExampleGen(input_base=tfx_parquet_testdata)
+    schema_gen = ParquetSchemaGen(examples=example_gen.outputs["examples"])
+    transform = tfx.components.Transform(
+        examples=example_gen.outputs["examples"],
+        schema=schema_gen.outputs["schema"],
+        module_file=module,
+    )
+    trainer = TabularTrainer(
+        module_file=module,
+        examples=transform.outputs["transformed_examples"],
+        transform_graph=transform.outputs["transform_graph"],
+        schema=schema_gen.outputs["schema"],
+        train_args=tfx.proto.TrainArgs(num_steps=20),
+        eval_args=tfx.proto.EvalArgs(num_steps=5),
+    )
+    serving = _run(tmp_path, [example_gen, schema_gen, transform, trainer])
+    model = tf.saved_model.load(serving)
+    raw = glob.glob(
+        os.path.join(tmp_path, "root", "ParquetExampleGen", "examples", "*", "Split-eval", "*")
+    )
+    compression = "GZIP" if raw[0].endswith(".gz") else ""
+    records = list(tf.data.TFRecordDataset(raw, compression_type=compression).take(4))
+    scores = model.signatures["serving_default"](examples=tf.stack(records))
+    assert next(iter(scores.values())).shape[0] == 4  # scores raw tf.Examples
