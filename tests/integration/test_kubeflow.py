@@ -18,6 +18,7 @@ PIPELINE_ROOT = "gs://tfx-tabular-no-such-bucket/root"
 
 
 def _pipeline(**kwargs):
+    kwargs.setdefault("task", "binary")  # a remote data root is not read to infer it
     return create_pipeline(
         "tabular-test",
         PIPELINE_ROOT,
@@ -27,6 +28,19 @@ def _pipeline(**kwargs):
         with_evaluator=True,
         **kwargs,
     )
+
+
+def test_the_evaluators_metrics_follow_the_task_and_a_remote_root_is_never_read():
+    def metrics(task):
+        [evaluator] = [c for c in _pipeline(task=task).components if c.id == "Evaluator"]
+        config = json.loads(evaluator.exec_properties["eval_config"])  # TFX keeps it as JSON
+        return [m["class_name"] for spec in config["metrics_specs"] for m in spec["metrics"]]
+
+    assert metrics("regression") == ["ExampleCount", "MeanSquaredError", "MeanAbsoluteError"]
+    assert "SparseCategoricalAccuracy" in metrics("multiclass")
+    assert "AUC" in metrics("binary")
+    with pytest.raises(ValueError, match="is not read when a pipeline is built: pass task="):
+        _pipeline(task=None)
 
 
 @pytest.fixture(scope="module")

@@ -19,8 +19,9 @@ EVALUATOR_METRICS = {
 def evaluator_task(
     data_root: str, label: str, task: Optional[str], curated_schema: Optional[str]
 ) -> str:
-    """The task the Evaluator's metrics are for: `task`, else the one the label implies in the
-    data root's footers (read now: TFMA's metrics are fixed when the pipeline is built)."""
+    """The task the Evaluator's metrics are for (TFMA fixes them when the pipeline is built):
+    `task`, else the one the label has in a local data root's footers. A remote data root is not
+    read here — compiling touches no cloud storage — so it needs `task`."""
     from tfx_tabular.schemas.source import schema_of
     from tfx_tabular.training.task import TASKS, kind_of
 
@@ -28,6 +29,12 @@ def evaluator_task(
         if task not in TASKS:
             raise ValueError(f"task {task!r} is not one of {', '.join(TASKS)}")
         return task
+    if "://" in data_root:
+        raise ValueError(
+            f"the Evaluator's metrics follow the task, and the data root {data_root} is not "
+            "read when a pipeline is built: pass task='binary', 'multiclass' or 'regression' "
+            "(--task on the command line)"
+        )
     try:
         schema = schema_of(data_root, label=label, curated=curated_schema, examples=False).schema
     except (OSError, ValueError) as error:
