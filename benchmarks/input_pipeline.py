@@ -1,6 +1,8 @@
 """Trainer input pipelines, examples/s on the same TFRecords (batch 4096, 2 cores): ours
 (`tfx_tabular.input_fn`, first epoch and cached epochs) versus TFX's TFXIO
-(`fn_args.data_accessor.tf_dataset_factory`), `make_batched_features_dataset`, per-record
+(`fn_args.data_accessor.tf_dataset_factory`; default and with its record shuffle off), a
+stock-Trainer `run_fn`'s input under the stock Trainer and under TabularTrainer (the same
+`data_accessor` call), `make_batched_features_dataset`, per-record
 `parse_single_example`, a Python generator over Parquet (`from_generator`), and the raw bound
 (`TFRecordDataset → batch → parse_example`). Plus peak RSS of ours as the data grows 10x."""
 
@@ -82,6 +84,36 @@ def task_tfxio(examples_dir: str, shuffle: bool = True) -> dict:
 def task_tfxio_unshuffled(examples_dir: str) -> dict:
     """TFXIO without its default 10,000-record shuffle buffer (ours shuffles blocks instead)."""
     return task_tfxio(examples_dir, shuffle=False)
+
+
+def _accessor_call(examples_dir: str, factory_for):
+    """What a stock-Trainer `run_fn` does with `fn_args.data_accessor`: call its
+    tf_dataset_factory with the train files, TFXIO's default options and the schema."""
+    from tfx.types import standard_artifacts
+    from tfx_bsl.public import tfxio
+
+    schema, _ = _setup(examples_dir)
+    examples = standard_artifacts.Examples()
+    examples.uri = examples_dir
+    examples.split_names = '["train", "eval"]'
+    options = tfxio.TensorFlowDatasetOptions(batch_size=BATCH, label_key="label")
+    pattern = [os.path.join(examples_dir, "Split-train", "*")]
+    return _measure(factory_for(examples, schema)(pattern, options, schema))
+
+
+def task_accessor_stock(examples_dir: str) -> dict:
+    from tfx.components.util import tfxio_utils
+
+    return _accessor_call(
+        examples_dir,
+        lambda examples, _: tfxio_utils.get_tf_dataset_factory_from_artifact([examples], []),
+    )
+
+
+def task_accessor_ours(examples_dir: str) -> dict:
+    from tfx_tabular.components.tabular_trainer import user_code
+
+    return _accessor_call(examples_dir, lambda _, schema: user_code.dataset_factory(schema))
 
 
 def task_batched_features(examples_dir: str) -> dict:
@@ -180,6 +212,8 @@ METHODS = [  # (label, task, input)
     ("ours: cached epochs", "task_ours_cached", "examples"),
     ("TFXIO (TFX data_accessor.tf_dataset_factory)", "task_tfxio", "examples"),
     ("TFXIO, shuffle off", "task_tfxio_unshuffled", "examples"),
+    ("run_fn input under the stock Trainer (its data_accessor)", "task_accessor_stock", "examples"),
+    ("run_fn input under TabularTrainer (its data_accessor)", "task_accessor_ours", "examples"),
     ("make_batched_features_dataset", "task_batched_features", "examples"),
     ("per-record parse_single_example", "task_parse_single", "examples"),
     ("Python generator over Parquet (from_generator)", "task_generator", "parquet"),

@@ -57,12 +57,12 @@ def test_the_dataset_factory_gives_what_tfxio_gives(examples):
         batch_size=100, label_key="label", shuffle=False, num_epochs=1
     )
     stock = tfxio_utils.get_tf_dataset_factory_from_artifact([artifact], [])(files, options, schema)
-    ours = user_code._dataset_factory(schema)(files, options, None)
+    ours = user_code.dataset_factory(schema)(files, options, None)
     assert _kinds(next(iter(ours))) == _kinds(next(iter(stock)))
     count = lambda dataset: sum(int(tf.shape(label)[0]) for _, label in dataset)  # noqa: E731
     assert count(ours) == count(stock) > 0  # one epoch, the last partial batch kept
     repeating = tfxio.TensorFlowDatasetOptions(batch_size=100, label_key="label")
-    taken = user_code._dataset_factory(schema)(files, repeating).take(50)
+    taken = user_code.dataset_factory(schema)(files, repeating).take(50)
     assert sum(1 for _ in taken) == 50  # num_epochs=None repeats, as TFXIO does
 
 

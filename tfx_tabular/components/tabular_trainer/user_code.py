@@ -75,7 +75,7 @@ def hyperparameter_values(config: Optional[dict]) -> Optional[dict]:
     return dict(config["values"]) if isinstance(config.get("values"), dict) else dict(config)
 
 
-def _dataset_factory(default_schema):
+def dataset_factory(default_schema):
     """`DataAccessor.tf_dataset_factory` over our `input_fn`, with TFXIO's options: batches of
     `batch_size`, `(features, label)` with `label_key`, shuffled (blocks of records) when
     `shuffle`, repeated `num_epochs` times (None: forever). Variable-length features come as
@@ -131,5 +131,5 @@ def fn_args(
     args.hyperparameters = hyperparameters_config
     args.train_steps = args.train_steps or default_train_steps
     schema = schemas.load_schema(args.schema_path) if args.schema_path else None
-    args.data_accessor = args.data_accessor._replace(tf_dataset_factory=_dataset_factory(schema))
+    args.data_accessor = args.data_accessor._replace(tf_dataset_factory=dataset_factory(schema))
     return args
