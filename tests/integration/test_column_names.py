@@ -77,3 +77,59 @@ def test_any_column_name_trains_checkpoints_and_serves(tmp_path_factory, columns
     tmp_path = tmp_path_factory.mktemp("names")
     outputs = _run(tmp_path, columns)
     assert outputs.shape == (4, 1) and np.isfinite(outputs).all()
+
+
+@pytest.mark.slow
+def test_awkward_names_through_stock_transform_and_the_serving_signature(tmp_path):
+    """Names Keras, TFT's vocabulary files or the file system could trip on, through the whole
+    pipeline with stock Transform: the export scores raw tf.Examples carrying those names."""
+    from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
+
+    from tfx_tabular.pipelines import create_pipeline
+    from tfx_tabular.pipelines.pipeline import local_metadata_path
+
+    awkward = ["dense", "a b", "été", "a.b", "1st", "A b", "x/y", "output"]  # odd: strings
+    rows = 60
+    rng = np.random.default_rng(0)
+    columns = {
+        name: pa.array([f"{k}:v{i % 3}" for i in range(rows)])
+        if k % 2
+        else pa.array(rng.normal(size=rows))
+        for k, name in enumerate(awkward)
+    }
+    os.makedirs(tmp_path / "data")
+    table = pa.table(columns | {"label": pa.array(rng.integers(0, 2, rows))})
+    pq.write_table(table, tmp_path / "data" / "part.parquet")
+    root = str(tmp_path / "root")
+    BeamDagRunner().run(
+        create_pipeline(
+            "names",
+            root,
+            str(tmp_path / "data"),
+            metadata_path=local_metadata_path(root),
+            batch_size=8,
+            epochs=1,
+            with_transform=True,
+            beam_pipeline_args=IN_MEMORY_BEAM,
+        )
+    )
+    [serving] = tf.io.gfile.glob(f"{root}/TabularTrainer/model/*/Format-Serving")
+    example = tf.train.Example()
+    for k, name in enumerate(awkward):
+        feature = example.features.feature[name]
+        if k % 2:
+            feature.bytes_list.value.append(f"{k}:v1".encode())
+        else:
+            feature.float_list.value.append(0.5)
+    scores = tf.saved_model.load(serving).signatures["serving_default"](
+        examples=tf.constant([example.SerializeToString()])
+    )["outputs"]
+    assert scores.shape == (1, 1) and 0.0 <= float(scores[0, 0]) <= 1.0
+    # Each string column has a vocabulary of its own values ("a b" and "a.b" share no file).
+    [assets] = tf.io.gfile.glob(f"{root}/Transform/transform_graph/*/transform_fn/assets")
+    vocabularies = {
+        frozenset(tf.io.gfile.GFile(f"{assets}/{name}").read().split())
+        for name in tf.io.gfile.listdir(assets)
+    }
+    expected = {frozenset(f"{k}:v{i}" for i in range(3)) for k in range(1, len(awkward), 2)}
+    assert vocabularies == expected

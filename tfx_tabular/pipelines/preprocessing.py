@@ -15,7 +15,7 @@ def preprocessing_fn(inputs, custom_config):
     label = custom_config.get("label")
     top_k = int(custom_config.get("vocabulary_size", 10_000))
     outputs = {}
-    for name, x in inputs.items():
+    for index, (name, x) in enumerate(inputs.items()):
         if name == label:
             outputs[name] = x
         elif isinstance(x, tf.RaggedTensor):
@@ -25,7 +25,8 @@ def preprocessing_fn(inputs, custom_config):
                 x,
                 top_k=top_k,
                 num_oov_buckets=1,
-                vocab_filename=re.sub(r"[^A-Za-z0-9_]", "_", name),
+                # A file name for any column name: "a b" and "a.b" must not share one.
+                vocab_filename=f"f{index}_" + re.sub(r"[^A-Za-z0-9_]", "_", name)[:48],
             )
         else:
             outputs[name] = tft.scale_to_z_score(tf.cast(x, tf.float32))
