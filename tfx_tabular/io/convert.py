@@ -13,6 +13,7 @@ retried shard rewrites its own files whole.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import json
 import posixpath
@@ -29,13 +30,15 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from tfx_tabular.io import encoding, parquet
+from tfx_tabular.io import encoding, parquet, statistics
 from tfx_tabular.io.mapping import features_of
 from tfx_tabular.io.parquet import Dataset, InputError
 from tfx_tabular.io.plan import OutputOptions, Splits, plan_shards, shard_name
 from tfx_tabular.io.staging import PUBLISHED_MARKER, Staging
 
 PROGRESS_DIR = "progress"
+STATISTICS_TAG = "statistics"
+FEATURE_STATS_DIR = "feature_stats"  # in the staging folder: Split-<name>/FeatureStats.pb
 
 
 class _ShardProgress:
@@ -115,16 +118,24 @@ class _FileWriter:
 
 
 class ConvertShard(beam.DoFn):
-    """Converts one shard (a list of row groups) into one temporary file per split."""
+    """Converts one shard (a list of row groups) into one temporary file per split; with
+    `with_statistics`, also outputs (split, (shard index, SplitStatistics)) to STATISTICS_TAG."""
 
     def __init__(
-        self, dataset: Dataset, shards, splits: Splits, temp_dir: str, options: OutputOptions
+        self,
+        dataset: Dataset,
+        shards,
+        splits: Splits,
+        temp_dir: str,
+        options: OutputOptions,
+        with_statistics: bool = False,
     ):
         self._dataset = dataset
         self._shards = shards
         self._splits = splits
         self._temp_dir = temp_dir
         self._options = options
+        self._with_statistics = with_statistics
 
     def setup(self):
         self._features = self._dataset.features
@@ -170,7 +181,10 @@ class ConvertShard(beam.DoFn):
                         self._options,
                     )
                 )
-            rows = self._write_shard(shard_index, writers)
+            split_stats = [statistics.SplitStatistics(self._features) for _ in names]
+            rows = self._write_shard(
+                shard_index, writers, split_stats if self._with_statistics else None
+            )
         except BaseException:
             # Close on errors too: an object store would otherwise upload the partial files
             # whenever the writers are garbage-collected, possibly after `discard` ran. A close
@@ -187,9 +201,18 @@ class ConvertShard(beam.DoFn):
         ) as handle:
             handle.write(json.dumps(stats).encode())
         yield stats
+        if self._with_statistics:
+            for name, split in zip(names, split_stats, strict=True):
+                yield beam.pvalue.TaggedOutput(STATISTICS_TAG, (name, (shard_index, split)))
 
-    def _write_shard(self, shard_index: int, writers: list[_FileWriter]) -> np.ndarray:
-        """Encodes the shard's row groups into the split writers; returns rows per split."""
+    def _write_shard(
+        self,
+        shard_index: int,
+        writers: list[_FileWriter],
+        split_stats: Optional[list[statistics.SplitStatistics]],
+    ) -> np.ndarray:
+        """Encodes the shard's row groups into the split writers (and their rows into
+        `split_stats`, if given); returns rows per split."""
         rows = np.zeros(len(writers), dtype=np.int64)
         progress = _ShardProgress(self._temp_dir, shard_index)
         for file_index, row_groups in self._shards[shard_index]:
@@ -203,12 +226,17 @@ class ConvertShard(beam.DoFn):
                 self._dataset, info, row_groups, self._options.batch_size
             ):
                 try:
-                    encoded = encoding.encode(batch, self._features, framed=True)
+                    columns = encoding.feature_columns(batch, self._features)
+                    encoded = encoding.encode_columns(batch.num_rows, columns, framed=True)
                 except encoding.ConversionError as e:
                     raise InputError(f"{info.path}: {e}") from None
                 split_ids = self._split_ids(encoded, batch, info.relative)
                 for s, writer in enumerate(writers):
-                    chosen = np.flatnonzero(split_ids == s)
+                    in_split = split_ids == s
+                    chosen = np.flatnonzero(in_split)
+                    if split_stats is not None and len(chosen):
+                        everything = len(chosen) == len(split_ids)
+                        split_stats[s].add(columns, None if everything else in_split)
                     if len(chosen) == len(split_ids):
                         writer.write(encoded.buffer)
                     elif len(chosen):
@@ -221,10 +249,38 @@ class ConvertShard(beam.DoFn):
         return rows
 
 
-class WriteExamples(beam.PTransform):
-    """Root transform: writes the dataset's shards into `temp_dir` (see `finalize`)."""
+class _WriteSplitStatistics(beam.DoFn):
+    """Merges a split's per-shard statistics in shard order (the same result on every runner,
+    whatever order the shards finished in) and writes them as stock StatisticsGen would."""
 
-    def __init__(self, dataset: Dataset, splits: Splits, temp_dir: str, options: OutputOptions):
+    def __init__(self, temp_dir: str):
+        self._temp_dir = temp_dir
+
+    def process(self, element) -> Iterator[str]:
+        name, parts = element
+        merged = statistics.SplitStatistics()
+        for _, part in sorted(parts, key=lambda item: item[0]):
+            merged.merge(copy.deepcopy(part))  # Beam's elements must not be modified
+        path = posixpath.join(
+            self._temp_dir, FEATURE_STATS_DIR, f"Split-{name}", statistics.FILE_NAME
+        )
+        with FileSystems.create(path) as handle:
+            handle.write(statistics.statistics_list(merged).SerializeToString())
+        yield name
+
+
+class WriteExamples(beam.PTransform):
+    """Root transform: writes the dataset's shards into `temp_dir` (see `finalize`) and, with
+    `with_statistics`, each split's statistics into `temp_dir`/FEATURE_STATS_DIR."""
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        splits: Splits,
+        temp_dir: str,
+        options: OutputOptions,
+        with_statistics: bool = False,
+    ):
         super().__init__()
         self._dataset, self._splits, self._temp_dir, self._options = (
             dataset,
@@ -232,6 +288,7 @@ class WriteExamples(beam.PTransform):
             temp_dir,
             options,
         )
+        self._with_statistics = with_statistics
         files = [
             f
             for f in dataset.files
@@ -248,17 +305,30 @@ class WriteExamples(beam.PTransform):
         self.shards = plan_shards(dataset, options.num_shards)
 
     def expand(self, pipeline):
-        return (
+        convert = ConvertShard(
+            self._dataset,
+            self.shards,
+            self._splits,
+            self._temp_dir,
+            self._options,
+            self._with_statistics,
+        )
+        shards = (
             pipeline
             | "ShardIds" >> beam.Create(range(len(self.shards)))
             | "Distribute" >> beam.Reshuffle()
-            | "ConvertShard"
-            >> beam.ParDo(
-                ConvertShard(
-                    self._dataset, self.shards, self._splits, self._temp_dir, self._options
-                )
-            )
         )
+        if not self._with_statistics:
+            return shards | "ConvertShard" >> beam.ParDo(convert)
+        outputs = shards | "ConvertShard" >> beam.ParDo(convert).with_outputs(
+            STATISTICS_TAG, main="rows"
+        )
+        _ = (
+            outputs[STATISTICS_TAG]
+            | "GroupBySplit" >> beam.GroupByKey()
+            | "WriteStatistics" >> beam.ParDo(_WriteSplitStatistics(self._temp_dir))
+        )
+        return outputs.rows
 
 
 @dataclasses.dataclass
@@ -268,6 +338,7 @@ class ConversionResult:
     num_shards: int
     compression: str
     seconds: float = 0.0
+    statistics_dir: Optional[str] = None  # Split-<name>/FeatureStats.pb, when computed
 
     @property
     def rows_per_second(self) -> float:
@@ -301,10 +372,34 @@ def _move_shards(staging: Staging, splits: Splits, num_shards: int, options: Out
     FileSystems.rename(sources, targets)
 
 
+def _move_statistics(staging: Staging, splits: Splits, statistics_dir: str) -> None:
+    sources = [
+        posixpath.join(staging.folder, FEATURE_STATS_DIR, f"Split-{name}", statistics.FILE_NAME)
+        for name in splits.names
+    ]
+    missing = [s for s in sources if not FileSystems.exists(s)]
+    if missing:
+        raise RuntimeError(f"statistics of {len(missing)} split(s) missing: {missing}")
+    targets = [
+        posixpath.join(statistics_dir, f"Split-{name}", statistics.FILE_NAME)
+        for name in splits.names
+    ]
+    for target in targets:
+        if not FileSystems.exists(posixpath.dirname(target)):
+            FileSystems.mkdirs(posixpath.dirname(target))
+    FileSystems.rename(sources, targets)
+
+
 def publish(
-    dataset: Dataset, splits: Splits, staging: Staging, num_shards: int, options: OutputOptions
+    dataset: Dataset,
+    splits: Splits,
+    staging: Staging,
+    num_shards: int,
+    options: OutputOptions,
+    statistics_dir: Optional[str] = None,
 ) -> ConversionResult:
-    """Check every row was written, claim the output, then move the shards into `Split-<name>/`."""
+    """Check every row was written, claim the output, then move the shards into `Split-<name>/`
+    (and the statistics into `statistics_dir`/`Split-<name>/`)."""
     rows = _rows_per_split(staging.folder, splits, num_shards)
     expected = (
         dataset.num_rows
@@ -318,11 +413,15 @@ def publish(
         )
     staging.claim(rows)
     _move_shards(staging, splits, num_shards, options)
+    if statistics_dir is not None:
+        _move_statistics(staging, splits, statistics_dir)
     metadata_path = posixpath.join(staging.output_dir, parquet.SOURCE_METADATA_FILE)
     with FileSystems.create(metadata_path) as handle:
         handle.write(dataset.source_metadata().to_arrow_schema().serialize().to_pybytes())
     staging.discard()
-    return ConversionResult(staging.output_dir, rows, num_shards, options.compression)
+    return ConversionResult(
+        staging.output_dir, rows, num_shards, options.compression, statistics_dir=statistics_dir
+    )
 
 
 # Threads, not processes: the encoder kernels, Arrow's readers and file writes all release the GIL,
@@ -347,17 +446,22 @@ def run_conversion(
     options: OutputOptions,
     pipeline: beam.Pipeline,
     on_progress: Optional[Callable[[int], None]] = None,
+    statistics_dir: Optional[str] = None,
 ) -> ConversionResult:
     """Write the shards with `pipeline` into a staging folder of this run's own, then publish
     them under `output_dir`, or remove the staging folder. The one way a conversion runs (CLI and
-    executor). `on_progress(rows written)` is called from a thread while the pipeline runs."""
+    executor). `on_progress(rows written)` is called from a thread while the pipeline runs.
+    With `statistics_dir`, each split's statistics are computed in the same pass and written
+    there as `Split-<name>/FeatureStats.pb` (`tfx_tabular.io.statistics`)."""
     staging = Staging.create(output_dir)
     start = time.perf_counter()
     try:
-        write = WriteExamples(dataset, splits, staging.folder, options)
+        write = WriteExamples(
+            dataset, splits, staging.folder, options, with_statistics=statistics_dir is not None
+        )
         with _watching(staging.folder, on_progress), pipeline as p:
             _ = p | "WriteExamples" >> write
-        result = publish(dataset, splits, staging, len(write.shards), options)
+        result = publish(dataset, splits, staging, len(write.shards), options, statistics_dir)
     except BaseException:
         staging.discard()
         raise
@@ -372,8 +476,10 @@ def convert(
     options: OutputOptions = OutputOptions(),
     beam_pipeline_args: Sequence[str] = (),
     on_progress: Optional[Callable[[int], None]] = None,
+    statistics_dir: Optional[str] = None,
 ) -> ConversionResult:
-    """Convert into an empty `output_dir` with a Beam pipeline of its own (the CLI's way)."""
+    """Convert into an empty `output_dir` with a Beam pipeline of its own (the CLI's way);
+    with `statistics_dir`, write each split's statistics there too (see `run_conversion`)."""
     published = FileSystems.match(
         [posixpath.join(output_dir, "Split-*", "*"), posixpath.join(output_dir, PUBLISHED_MARKER)]
     )
@@ -382,4 +488,6 @@ def convert(
             f"{output_dir} already holds a conversion's output; choose an empty folder"
         )
     pipeline = beam.Pipeline(options=PipelineOptions(beam_args_with_defaults(beam_pipeline_args)))
-    return run_conversion(dataset, splits, output_dir, options, pipeline, on_progress)
+    return run_conversion(
+        dataset, splits, output_dir, options, pipeline, on_progress, statistics_dir
+    )

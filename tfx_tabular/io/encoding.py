@@ -526,14 +526,10 @@ class EncodedBatch:
         return fingerprints(self.buffer, self.offsets, head, tail)
 
 
-def encode(
-    batch: pa.RecordBatch, features: Sequence[Feature], framed: bool = False
-) -> EncodedBatch:
-    """Serialize every row of `batch` as a tf.Example with `features` (from `features_of`).
-
-    `framed` adds TFRecord framing (length, masked CRC32C), so records can be written as is.
-    """
-    n = batch.num_rows
+def feature_columns(
+    batch: pa.RecordBatch, features: Sequence[Feature]
+) -> list[tuple[Feature, FeatureValues]]:
+    """Every feature of `batch` (from `features_of`) as flat buffers, in the order written."""
     partitions: dict[str, list[Feature]] = {}
     for f in features:
         if f.row_lengths_of is not None:
@@ -545,7 +541,23 @@ def encode(
         parts = partitions.get(f.name, [])
         column = batch.column(batch.schema.get_field_index(f.column))
         ordered.extend(zip([f, *parts], feature_values(column, f, parts), strict=True))
+    return ordered
 
+
+def encode(
+    batch: pa.RecordBatch, features: Sequence[Feature], framed: bool = False
+) -> EncodedBatch:
+    """Serialize every row of `batch` as a tf.Example with `features` (from `features_of`).
+
+    `framed` adds TFRecord framing (length, masked CRC32C), so records can be written as is.
+    """
+    return encode_columns(batch.num_rows, feature_columns(batch, features), framed)
+
+
+def encode_columns(
+    n: int, ordered: Sequence[tuple[Feature, FeatureValues]], framed: bool = False
+) -> EncodedBatch:
+    """Serialize `n` rows from `feature_columns`' output (see `encode`)."""
     kinds = np.array([int(f.kind) for f, _ in ordered], dtype=np.int64)
     # Per feature: the key field (tag, length, name) and the value field's tag.
     headers = [

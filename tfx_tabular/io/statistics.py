@@ -1,0 +1,325 @@
+"""TFDV-compatible statistics of the tf.Examples a conversion writes, computed while it encodes.
+
+The encoder already holds every feature of a batch as flat numpy buffers (`FeatureValues`: row
+splits, validity, values); `SplitStatistics.add` reads those same buffers, so the statistics
+describe exactly the features, kinds and values written. Accumulators merge (shards, workers,
+Beam's combiner lifting) and their result does not depend on how rows were split into batches,
+except where a sketch is used:
+
+* exact: num_examples, num_non_missing, num_missing, min/max/avg/tot_num_values, min, max, mean,
+  std_dev (float64, merged with Chan's formula), num_zeros, num_nan, avg_length,
+  invalid_utf8_count;
+* tfx_bsl's QuantilesSketch (the one TFDV's BasicStatsGenerator uses, eps 0.01): median,
+  quantiles and standard histograms and the num_values histogram. Ranks within 1% of the count;
+  exact below the sketch's buffer size (a few thousand values per feature and split);
+* tfx_bsl's MisraGriesSketch (1,000 counters, as TFDV's sketch-based top-k): top_values and
+  rank_histogram. Exact when a split's feature holds at most 1,000 distinct values; otherwise
+  each count errs by at most N / 1,000 (N the feature's values in the split) and any value
+  more frequent than that is listed;
+* tfx_bsl's KmvSketch (1,024 minimum hashes): string `unique`. Exact up to 1,024 distinct
+  values; beyond, a relative standard error of about 1/sqrt(1,024) ≈ 3%.
+
+Histograms, top-k and proto layout come from TFDV's own helpers (`quantiles_util`,
+`top_k_uniques_stats_util`), with StatsOptions' defaults, so the output has stock
+StatisticsGen's shape. Feature types follow `mapping.Kind`: a feature with no value in a split
+keeps its type (stock TFDV would call it STRING).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import numpy as np
+import pyarrow as pa
+from tfx_bsl.arrow import array_util
+from tfx_bsl.sketches import KmvSketch, MisraGriesSketch, QuantilesSketch
+
+from tfx_tabular.io.encoding import FeatureValues
+from tfx_tabular.io.mapping import Feature, Kind
+
+# tensorflow_data_validation.StatsOptions' defaults, as stock StatisticsGen runs it.
+NUM_TOP_VALUES = 20
+NUM_RANK_HISTOGRAM_BUCKETS = 1000
+NUM_VALUES_HISTOGRAM_BUCKETS = 10
+NUM_HISTOGRAM_BUCKETS = 10
+NUM_QUANTILES_HISTOGRAM_BUCKETS = 10
+QUANTILES_EPSILON = 0.01
+NUM_KMV_BUCKETS = 1024
+# As TFDV's BasicStatsGenerator: the equi-width histogram is read off 100x finer quantiles.
+_STD_HISTOGRAM_QUANTILES_FACTOR = 100
+# tensorflow_data_validation.constants (a test checks they still agree); strings longer than
+# LARGE_STRING_THRESHOLD count as one placeholder value in top-k, as in TFDV.
+NON_UTF8_PLACEHOLDER = "__BYTES_VALUE__"
+LARGE_BYTES_PLACEHOLDER = "__LARGE_BYTES__"
+LARGE_STRING_THRESHOLD = 1024
+FILE_NAME = "FeatureStats.pb"  # stock StatisticsGen's file name in each Split-<name> folder
+
+
+def _quantiles_sketch() -> QuantilesSketch:
+    return QuantilesSketch(eps=QUANTILES_EPSILON, max_num_elements=1 << 32, num_streams=1)
+
+
+class FeatureStatistics:
+    """The mergeable state of one feature over the rows of one split."""
+
+    def __init__(self, kind: Kind):
+        self.kind = kind
+        self.num_non_missing = 0
+        self.min_num_values = math.inf
+        self.max_num_values = 0
+        self.tot_num_values = 0
+        self.num_values: Optional[QuantilesSketch] = None
+        # numeric: count, mean and sum of squared deviations of the non-NaN values
+        self.count, self.mean, self.m2 = 0, 0.0, 0.0
+        self.num_zeros = self.num_nan = self.pos_inf = 0
+        self.min = self.finite_min = math.inf
+        self.max = self.finite_max = -math.inf
+        self.quantiles: Optional[QuantilesSketch] = None
+        # strings
+        self.total_bytes = self.invalid_utf8 = 0
+        self.top: Optional[MisraGriesSketch] = None
+        self.distinct: Optional[KmvSketch] = None
+
+    def add(self, fv: FeatureValues, rows: Optional[np.ndarray]) -> None:
+        """Add the rows of `fv` selected by the boolean mask `rows` (None: all rows)."""
+        valid = fv.valid if rows is None else fv.valid & rows
+        counts = np.diff(fv.row_splits)
+        present = counts[valid]
+        if not len(present):
+            return
+        self.num_non_missing += len(present)
+        self.min_num_values = min(self.min_num_values, int(present.min()))
+        self.max_num_values = max(self.max_num_values, int(present.max()))
+        self.tot_num_values += int(present.sum())
+        if self.num_values is None:
+            self.num_values = _quantiles_sketch()
+        self.num_values.AddValues(pa.array(present))
+        # Value i belongs to the row whose [row_splits[r], row_splits[r + 1]) holds it.
+        mask = None if valid.all() else np.repeat(valid, counts)
+        if self.kind == Kind.BYTES:
+            self._add_bytes(fv, mask)
+        else:
+            self._add_numbers(fv.values[: fv.row_splits[-1]], mask)
+
+    def _add_numbers(self, values: np.ndarray, mask: Optional[np.ndarray]) -> None:
+        if mask is not None:
+            values = values[mask]
+        if self.kind == Kind.FLOAT:
+            nan = np.isnan(values)
+            if nan.any():
+                self.num_nan += int(nan.sum())
+                values = values[~nan]
+        if not len(values):
+            return
+        low, high = values.min().item(), values.max().item()
+        self.min, self.max = min(self.min, low), max(self.max, high)
+        finite = values
+        if math.isinf(low) or math.isinf(high):
+            finite = values[np.isfinite(values)]
+            self.pos_inf += int(np.isposinf(values).sum())
+        if len(finite):
+            self.finite_min = min(self.finite_min, finite.min().item())
+            self.finite_max = max(self.finite_max, finite.max().item())
+        self.num_zeros += len(values) - int(np.count_nonzero(values))
+        as_double = values.astype(np.float64)
+        mean = float(as_double.mean())
+        self._merge_moments(len(values), mean, float(np.square(as_double - mean).sum()))
+        if self.quantiles is None:
+            self.quantiles = _quantiles_sketch()
+        self.quantiles.AddValues(pa.array(values))
+
+    def _merge_moments(self, count: int, mean: float, m2: float) -> None:
+        """Chan et al.'s pairwise update of count, mean and squared deviations."""
+        total = self.count + count
+        if not count:
+            return
+        delta = mean - self.mean
+        self.mean += delta * count / total
+        self.m2 += m2 + delta * delta * self.count * count / total
+        self.count = total
+
+    def _add_bytes(self, fv: FeatureValues, mask: Optional[np.ndarray]) -> None:
+        offsets = fv.values[: fv.row_splits[-1] + 1]
+        strings = pa.Array.from_buffers(
+            pa.large_binary(),
+            len(offsets) - 1,
+            [None, pa.py_buffer(offsets), pa.py_buffer(fv.data)],
+        )
+        if mask is not None:
+            strings = strings.filter(pa.array(mask))
+        self.total_bytes += int(array_util.GetBinaryArrayTotalByteSize(strings))
+        self.invalid_utf8 += int(array_util.CountInvalidUTF8(strings))
+        if self.top is None:
+            self.top = MisraGriesSketch(
+                num_buckets=NUM_RANK_HISTOGRAM_BUCKETS,
+                invalid_utf8_placeholder=NON_UTF8_PLACEHOLDER,
+                large_string_threshold=LARGE_STRING_THRESHOLD,
+                large_string_placeholder=LARGE_BYTES_PLACEHOLDER,
+            )
+            self.distinct = KmvSketch(NUM_KMV_BUCKETS)
+        self.top.AddValues(strings)
+        self.distinct.AddValues(strings)
+
+    def merge(self, other: FeatureStatistics) -> None:
+        self.num_non_missing += other.num_non_missing
+        self.min_num_values = min(self.min_num_values, other.min_num_values)
+        self.max_num_values = max(self.max_num_values, other.max_num_values)
+        self.tot_num_values += other.tot_num_values
+        self._merge_moments(other.count, other.mean, other.m2)
+        self.num_zeros += other.num_zeros
+        self.num_nan += other.num_nan
+        self.pos_inf += other.pos_inf
+        self.min, self.max = min(self.min, other.min), max(self.max, other.max)
+        self.finite_min = min(self.finite_min, other.finite_min)
+        self.finite_max = max(self.finite_max, other.finite_max)
+        self.total_bytes += other.total_bytes
+        self.invalid_utf8 += other.invalid_utf8
+        for name in ("num_values", "quantiles", "top", "distinct"):
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if mine is None:
+                setattr(self, name, theirs)
+            elif theirs is not None:
+                mine.Merge(theirs)
+
+
+class SplitStatistics:
+    """The mergeable statistics of one split: its row count and each feature's state."""
+
+    def __init__(self, features: Sequence[Feature] = ()):
+        self.num_examples = 0
+        self.features = {f.name: FeatureStatistics(f.kind) for f in features}
+
+    def add(
+        self, values: Sequence[tuple[Feature, FeatureValues]], rows: Optional[np.ndarray]
+    ) -> None:
+        """Add a batch's encoded features (`encoding.feature_columns`), the rows `rows` selects."""
+        num_rows = len(values[0][1].valid) if values else 0
+        self.num_examples += num_rows if rows is None else int(np.count_nonzero(rows))
+        for feature, fv in values:
+            self.features[feature.name].add(fv, rows)
+
+    def merge(self, other: SplitStatistics) -> SplitStatistics:
+        self.num_examples += other.num_examples
+        for name, stats in other.features.items():
+            if name in self.features:
+                self.features[name].merge(stats)
+            else:
+                self.features[name] = stats
+        return self
+
+
+def _quantiles_and_counts(sketch: QuantilesSketch, num_buckets: int):
+    quantiles, counts = sketch.GetQuantilesAndCumulativeWeights(num_buckets)
+    return (
+        quantiles.flatten().to_numpy(zero_copy_only=False),
+        counts.flatten().to_numpy(zero_copy_only=False),
+    )
+
+
+def _common_proto(stats: FeatureStatistics, num_examples: int, out) -> None:
+    from tensorflow_data_validation.utils import quantiles_util
+
+    out.num_non_missing = stats.num_non_missing
+    out.num_missing = num_examples - stats.num_non_missing
+    out.tot_num_values = stats.tot_num_values
+    if stats.num_non_missing:
+        out.min_num_values = int(stats.min_num_values)
+        out.max_num_values = stats.max_num_values
+        out.avg_num_values = stats.tot_num_values / stats.num_non_missing
+        out.num_values_histogram.CopyFrom(
+            quantiles_util.generate_quantiles_histogram(
+                *_quantiles_and_counts(stats.num_values, NUM_VALUES_HISTOGRAM_BUCKETS)
+            )
+        )
+
+
+def _numeric_proto(stats: FeatureStatistics, out) -> None:
+    """As TFDV's BasicStatsGenerator fills NumericStatistics (unweighted)."""
+    from tensorflow_data_validation.utils import quantiles_util
+    from tensorflow_metadata.proto.v0 import statistics_pb2
+
+    if not stats.count:
+        if stats.num_nan:  # only NaN values: TFDV sets num_nan alone
+            out.histograms.add(type=statistics_pb2.Histogram.STANDARD).num_nan = stats.num_nan
+            out.histograms.add(type=statistics_pb2.Histogram.QUANTILES).num_nan = stats.num_nan
+        return
+    out.mean = stats.mean
+    out.std_dev = math.sqrt(max(0.0, stats.m2 / stats.count))
+    out.num_zeros = stats.num_zeros
+    out.min, out.max = float(stats.min), float(stats.max)
+    quantiles, counts = _quantiles_and_counts(
+        stats.quantiles, _STD_HISTOGRAM_QUANTILES_FACTOR * NUM_QUANTILES_HISTOGRAM_BUCKETS
+    )
+    out.median = float(quantiles_util.find_median(quantiles))
+    standard = quantiles_util.generate_equi_width_histogram(
+        quantiles=quantiles,
+        cumulative_counts=counts,
+        finite_min=stats.finite_min,
+        finite_max=stats.finite_max,
+        num_buckets=NUM_HISTOGRAM_BUCKETS,
+        num_pos_inf=stats.pos_inf,
+    )
+    by_quantile = quantiles_util.generate_quantiles_histogram(
+        *quantiles_util.rebin_quantiles(quantiles, counts, _STD_HISTOGRAM_QUANTILES_FACTOR)
+    )
+    for histogram in (standard, by_quantile):
+        histogram.num_nan = stats.num_nan
+        out.histograms.add().CopyFrom(histogram)
+
+
+def _string_proto(name: str, stats: FeatureStatistics, out) -> None:
+    """As TFDV fills StringStatistics, top-k and uniques from its sketch-based generator."""
+    from tensorflow_data_validation import types
+    from tensorflow_data_validation.utils import top_k_uniques_stats_util as top_k
+
+    if stats.tot_num_values:
+        out.avg_length = stats.total_bytes / stats.tot_num_values
+    out.invalid_utf8_count = stats.invalid_utf8
+    if stats.top is None:
+        return
+    counts = [
+        top_k.FeatureValueCount(pair["values"], pair["counts"])
+        for pair in stats.top.Estimate().to_pylist()
+    ]
+    topk = top_k.make_feature_stats_proto_topk_uniques(
+        feature_path=types.FeaturePath([name]),
+        num_top_values=NUM_TOP_VALUES,
+        num_rank_histogram_buckets=NUM_RANK_HISTOGRAM_BUCKETS,
+        num_unique=stats.distinct.Estimate(),
+        value_count_list=counts,
+    )
+    out.MergeFrom(topk.string_stats)
+
+
+def feature_proto(name: str, stats: FeatureStatistics, num_examples: int):
+    """One feature's `FeatureNameStatistics`."""
+    from tensorflow_metadata.proto.v0 import statistics_pb2
+
+    out = statistics_pb2.FeatureNameStatistics()
+    out.path.step.append(name)
+    if stats.kind == Kind.BYTES:
+        out.type = statistics_pb2.FeatureNameStatistics.STRING
+        _string_proto(name, stats, out.string_stats)
+        _common_proto(stats, num_examples, out.string_stats.common_stats)
+    else:
+        kind = "INT" if stats.kind == Kind.INT else "FLOAT"
+        out.type = statistics_pb2.FeatureNameStatistics.Type.Value(kind)
+        _numeric_proto(stats, out.num_stats)
+        _common_proto(stats, num_examples, out.num_stats.common_stats)
+    return out
+
+
+def statistics_list(split: SplitStatistics):
+    """The `DatasetFeatureStatisticsList` stock StatisticsGen writes for one split: one dataset,
+    its features in name order (no features for a split without rows, as TFDV)."""
+    from tensorflow_metadata.proto.v0 import statistics_pb2
+
+    result = statistics_pb2.DatasetFeatureStatisticsList()
+    dataset = result.datasets.add(num_examples=split.num_examples)
+    if split.num_examples:
+        for name in sorted(split.features):
+            dataset.features.add().CopyFrom(
+                feature_proto(name, split.features[name], split.num_examples)
+            )
+    return result
