@@ -5,9 +5,10 @@ What the footers tell, per feature:
 * type INT / FLOAT / BYTES;
 * shape [1] for a scalar column with no nulls in any file (and present in every file); shape [N]
   for a non-nullable fixed_size_list<N>; otherwise a variable number of values;
-* presence: min_fraction 1.0 when never null; min_count 1 unless the footers show every row
-  null (as TFDV infers);
-* int_domain / float_domain from footer min/max, bool_domain for bools, time_domain with the epoch
+* presence: min_fraction 1.0 and min_count 1 when never null, nothing otherwise: the footers
+  cannot tell how a column's values fall into splits, and a schema must hold on every split
+  (statistics, `split_statistics`, add what they prove);
+* int_domain / float_domain from footer min/max (float_domain widened to float32, as written), bool_domain for bools, time_domain with the epoch
   unit for dates and timestamps, string_domain with the values of string partition columns;
 * a RaggedTensor tensor representation for nested lists (row-length partitions);
 * annotations: `tfx_tabular:partition` on partition columns, `tfx_tabular:label` on the label,
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
 import pyarrow as pa
 from tensorflow_metadata.proto.v0 import schema_pb2
 
@@ -86,12 +88,25 @@ def _set_domain(out: schema_pb2.Feature, feature: Feature, summary: SourceMetada
             )
         out.int_domain.min, out.int_domain.max = int(stats.min), int(stats.max)
     elif feature.kind == Kind.FLOAT and stats is not None and stats.min is not None:
-        out.float_domain.min, out.float_domain.max = float(stats.min), float(stats.max)
+        out.float_domain.min, out.float_domain.max = _float32_outward(
+            float(stats.min), float(stats.max)
+        )
     elif feature.column in summary.partition_values and feature.kind == Kind.BYTES:
         out.string_domain.name = feature.name
         out.string_domain.value.extend(summary.partition_values[feature.column])
     if feature.unit and not (pa.types.is_timestamp(leaf) or pa.types.is_date(leaf)):
         out.annotation.tag.append(UNIT_TAG + feature.unit)
+
+
+def _float32_outward(low: float, high: float) -> tuple[float, float]:
+    """[low, high] widened to float32 values: ParquetExampleGen writes floats as float32, and a
+    float64 bound can lie just inside its rounded value (0.1 < float32(0.1))."""
+    low32, high32 = np.float32(low), np.float32(high)
+    if float(low32) > low:
+        low32 = np.nextafter(low32, np.float32(-np.inf))
+    if float(high32) < high:
+        high32 = np.nextafter(high32, np.float32(np.inf))
+    return float(low32), float(high32)
 
 
 def infer_schema(summary: SourceMetadata, label: Optional[str] = None) -> schema_pb2.Schema:
@@ -109,9 +124,8 @@ def infer_schema(summary: SourceMetadata, label: Optional[str] = None) -> schema
     for feature in features:
         out = schema.feature.add(name=feature.name, type=int(feature.kind))
         never_null = _never_null(feature, summary)
-        if never_null:
+        if never_null and not _never_present(feature, summary):
             out.presence.min_fraction = 1.0
-        if not _never_present(feature, summary):
             out.presence.min_count = 1
         if feature.row_lengths_of is None:
             if feature.list_depth == 0 and never_null:

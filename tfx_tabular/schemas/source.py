@@ -1,6 +1,7 @@
 """The schema of a source, the one way the CLI and ParquetSchemaGen make it: from a Parquet folder
-or an Examples folder ParquetExampleGen wrote (local or object store), then statistics over a
-sample (optional), then a curated overlay (optional)."""
+or an Examples folder ParquetExampleGen wrote (local or object store), then the constraints the
+statistics of every split prove (optional; or statistics over a sample), then a curated overlay
+(optional)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Optional, Sequence
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from tfx_tabular.io import parquet
-from tfx_tabular.schemas.infer import infer_schema, overlay
+from tfx_tabular.schemas.infer import SchemaError, infer_schema, overlay
+from tfx_tabular.schemas.split_statistics import apply_split_statistics, load_split_statistics
 from tfx_tabular.schemas.statistics import (
     DEFAULT_MAX_VOCABULARY,
     DEFAULT_SAMPLE_ROWS,
@@ -45,9 +47,17 @@ def schema_of(
     curated: Optional[str] = None,
     beam_pipeline_args: Sequence[str] = (),
     examples: Optional[bool] = None,
+    split_statistics: Optional[str] = None,
 ) -> InferredSchema:
     """Infer the schema of `uri`: an Examples folder ParquetExampleGen wrote (`examples=True`),
-    a Parquet folder (False), or whichever it is (None). `exclude_columns` are left out."""
+    a Parquet folder (False), or whichever it is (None). `exclude_columns` are left out.
+    `split_statistics`: an ExampleStatistics folder (`Split-<name>/FeatureStats.pb`) of the
+    same data, whose constraints hold on every split (`schemas.split_statistics`)."""
+    if statistics and split_statistics:
+        raise SchemaError(
+            "give either split statistics or statistics=True (a sample), not both: "
+            "the split statistics already cover every row"
+        )
     from tfx_tabular import schemas
 
     dataset = None
@@ -63,6 +73,10 @@ def schema_of(
         from_examples,
         0 if dataset is None else len(dataset.files),
     )
+    if split_statistics:
+        result.schema = apply_split_statistics(
+            result.schema, load_split_statistics(split_statistics), max_vocabulary
+        )
     if statistics:
         sample_source = _example_files(uri) if from_examples else dataset
         result.schema, result.statistics = statistics_overlay(

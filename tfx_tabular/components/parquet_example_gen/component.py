@@ -37,7 +37,10 @@ class ParquetExampleGenSpec(ComponentSpec):
         **execution_parameters(spec.PARAMETERS),
     }
     INPUTS = {}
-    OUTPUTS = {spec.EXAMPLES: ChannelParameter(type=standard_artifacts.Examples)}
+    OUTPUTS = {
+        spec.EXAMPLES: ChannelParameter(type=standard_artifacts.Examples),
+        spec.STATISTICS: ChannelParameter(type=standard_artifacts.ExampleStatistics, optional=True),
+    }
 
 
 class ParquetExampleGen(base_beam_component.BaseBeamComponent):
@@ -52,6 +55,11 @@ class ParquetExampleGen(base_beam_component.BaseBeamComponent):
     The artifact gets FileBasedExampleGen's properties (span, version, input_fingerprint,
     payload_format) plus `row_counts` (per split), `compression`, `num_shards`, and the source
     Arrow schema as `source_schema.arrow` beside the Split-* folders.
+
+    `compute_statistics` (default on): a second output, `statistics`, the `ExampleStatistics`
+    stock StatisticsGen would write for the same Examples (`Split-<name>/FeatureStats.pb`),
+    computed while converting (`tfx_tabular.io.statistics`); stock SchemaGen, ExampleValidator
+    and ParquetSchemaGen read it.
     """
 
     SPEC_CLASS = ParquetExampleGenSpec
@@ -76,9 +84,15 @@ class ParquetExampleGen(base_beam_component.BaseBeamComponent):
         compression_level: Optional[int] = None,
         num_shards: Optional[int] = None,
         batch_size: Optional[int] = None,
+        compute_statistics: Optional[bool] = None,
     ):
         """Parameters left None take their defaults from `spec.PARAMETERS`."""
         input_config = input_config or DEFAULT_INPUT_CONFIG
+        with_statistics = (
+            spec.PARAMETERS["compute_statistics"].default
+            if compute_statistics is None
+            else compute_statistics
+        )
         if output_config is None:
             output_config = (
                 example_gen_pb2.Output()
@@ -103,6 +117,10 @@ class ParquetExampleGen(base_beam_component.BaseBeamComponent):
                 compression_level=compression_level,
                 num_shards=num_shards,
                 batch_size=batch_size,
+                compute_statistics=None if compute_statistics is None else int(compute_statistics),
                 examples=channel.Channel(type=standard_artifacts.Examples),
+                statistics=channel.Channel(type=standard_artifacts.ExampleStatistics)
+                if with_statistics
+                else None,
             )
         )

@@ -53,6 +53,12 @@ def _plan(exec_properties: Dict[str, Any]) -> tuple:
     return dataset, splits, options
 
 
+def _record_statistics(statistics, examples, split_names: List[str]) -> None:
+    """The properties stock StatisticsGen gives its artifact."""
+    statistics.split_names = artifact_utils.encode_split_names(split_names)
+    statistics.span = examples.span
+
+
 def _record(examples, result: convert.ConversionResult, split_names: List[str]) -> None:
     examples.split_names = artifact_utils.encode_split_names(split_names)
     examples_utils.set_payload_format(examples, example_gen_pb2.FORMAT_TF_EXAMPLE)
@@ -79,6 +85,11 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             )
             tfx_driver.update_output_artifact(exec_properties, examples.mlmd_artifact)
         dataset, splits, options = _plan(exec_properties)
+        statistics = (
+            artifact_utils.get_single_instance(output_dict[spec.STATISTICS])
+            if output_dict.get(spec.STATISTICS)
+            else None
+        )
         self._beam_pipeline_args = convert.beam_args_with_defaults(self._beam_pipeline_args or [])
         print(
             f"ParquetExampleGen: converting {dataset.num_rows:,} rows in {len(dataset.files)} "
@@ -93,9 +104,12 @@ class Executor(base_beam_executor.BaseBeamExecutor):
                 options,
                 self._make_beam_pipeline(),
                 on_progress=progress.update,
+                statistics_dir=statistics.uri if statistics else None,
             )
             progress.update(sum(result.rows.values()))
         _record(examples, result, splits.names)
+        if statistics:
+            _record_statistics(statistics, examples, splits.names)
         print(
             f"ParquetExampleGen: {sum(result.rows.values()):,} rows in {result.seconds:.1f} s "
             f"({result.rows_per_second:,.0f} rows/s)",

@@ -12,6 +12,7 @@ from tfx_tabular.components.parameters import Parameter
 from tfx_tabular.io.plan import DEFAULT_BUCKETS, OutputOptions
 
 EXAMPLES = "examples"
+STATISTICS = "statistics"  # the optional ExampleStatistics output, computed while converting
 DEFAULT_SPLIT_BUCKETS = dict(DEFAULT_BUCKETS)
 
 PARAMETERS = {
@@ -27,4 +28,6 @@ PARAMETERS = {
     "compression_level": Parameter(int, default=OutputOptions.compression_level),
     "num_shards": Parameter(int, default=OutputOptions.num_shards),
     "batch_size": Parameter(int, default=OutputOptions.batch_size),
+    # 1: also output each split's statistics (stock StatisticsGen's artifact), in the same pass.
+    "compute_statistics": Parameter(int, default=1),
 }

@@ -15,7 +15,12 @@ from tfx_tabular.components.parquet_schema_gen import executor, spec
 
 class ParquetSchemaGenSpec(ComponentSpec):
     PARAMETERS = execution_parameters(spec.PARAMETERS)
-    INPUTS = {spec.EXAMPLES: ChannelParameter(type=standard_artifacts.Examples, optional=True)}
+    INPUTS = {
+        spec.EXAMPLES: ChannelParameter(type=standard_artifacts.Examples, optional=True),
+        spec.EXAMPLE_STATISTICS: ChannelParameter(
+            type=standard_artifacts.ExampleStatistics, optional=True
+        ),
+    }
     OUTPUTS = {spec.SCHEMA: ChannelParameter(type=standard_artifacts.Schema)}
 
 
@@ -26,6 +31,9 @@ class ParquetSchemaGen(base_beam_component.BaseBeamComponent):
     statistics) or `input_base` (a Parquet folder). `label` marks the label (absent in the
     SERVING environment). `statistics=True` adds string domains up to `max_vocabulary_size`,
     value counts and presence from TFDV over `sample_rows` sampled rows.
+    `example_statistics` (ParquetExampleGen's `statistics` output, or stock StatisticsGen's):
+    presence, value counts, string domains (up to `max_vocabulary_size`) and numeric ranges that
+    hold on every split, so ExampleValidator finds no anomaly on the data the schema came from.
     `curated_schema`: a schema.pbtxt path or URI whose features' settings win over the inferred.
     """
 
@@ -35,6 +43,7 @@ class ParquetSchemaGen(base_beam_component.BaseBeamComponent):
     def __init__(
         self,
         examples: Optional[channel.BaseChannel] = None,
+        example_statistics: Optional[channel.BaseChannel] = None,
         input_base: Optional[str] = None,
         label: Optional[str] = None,
         curated_schema: Optional[str] = None,
@@ -49,6 +58,7 @@ class ParquetSchemaGen(base_beam_component.BaseBeamComponent):
         super().__init__(
             ParquetSchemaGenSpec(
                 examples=examples,
+                example_statistics=example_statistics,
                 input_base=input_base,
                 label=label,
                 curated_schema=curated_schema,

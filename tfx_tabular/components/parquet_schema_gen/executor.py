@@ -25,6 +25,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         start = time.perf_counter()
         params = resolve(exec_properties, spec.PARAMETERS)
         examples = input_dict.get(spec.EXAMPLES) or []
+        split_statistics = input_dict.get(spec.EXAMPLE_STATISTICS) or []
         source = (
             artifact_utils.get_single_instance(examples).uri if examples else params["input_base"]
         )
@@ -38,6 +39,11 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             curated=params["curated_schema"],
             beam_pipeline_args=self._beam_pipeline_args or [],
             examples=bool(examples),
+            split_statistics=(
+                artifact_utils.get_single_instance(split_statistics).uri
+                if split_statistics
+                else None
+            ),
         )
         output = artifact_utils.get_single_instance(output_dict[spec.SCHEMA])
         if inferred.statistics is not None:

@@ -8,6 +8,7 @@ from tfx_tabular.components.parameters import Parameter
 from tfx_tabular.schemas.statistics import DEFAULT_MAX_VOCABULARY, DEFAULT_SAMPLE_ROWS
 
 EXAMPLES = "examples"
+EXAMPLE_STATISTICS = "example_statistics"  # ExampleStatistics of the same Examples (optional)
 SCHEMA = "schema"
 
 PARAMETERS = {

@@ -1,0 +1,135 @@
+"""A schema's constraints from the statistics of every split (ParquetExampleGen's `statistics`
+output, or stock StatisticsGen's): each constraint holds on every split it came from, so stock
+ExampleValidator finds no anomaly on that data.
+
+* presence: `min_fraction: 1` only where no split misses the feature; `min_count: 1` only where
+  every split holds it (a column with one value in one split gets no `min_count`);
+* value_count: the smallest and largest value counts over all splits (features without a shape);
+* string_domain: the union of every split's values, when each split's value list is complete
+  (its counts add up to the split's values, no invalid UTF-8 or oversized placeholder) and the
+  union has at most `max_vocabulary` values;
+* int_domain / float_domain (where the footers set one): the smallest and largest value written
+  over all splits (float32, as written, so rounding cannot put a value outside).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Mapping, Optional
+
+from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
+
+from tfx_tabular.io import statistics as io_statistics
+
+_PLACEHOLDERS = {io_statistics.NON_UTF8_PLACEHOLDER, io_statistics.LARGE_BYTES_PLACEHOLDER}
+
+
+def load_split_statistics(uri: str) -> dict[str, statistics_pb2.DatasetFeatureStatisticsList]:
+    """Every `Split-<name>/FeatureStats.pb` of an ExampleStatistics folder, by split name."""
+    import tensorflow as tf
+
+    result = {}
+    for path in sorted(tf.io.gfile.glob(posixpath.join(uri, "Split-*", io_statistics.FILE_NAME))):
+        split = posixpath.basename(posixpath.dirname(path))[len("Split-") :]
+        stats = statistics_pb2.DatasetFeatureStatisticsList()
+        with tf.io.gfile.GFile(path, "rb") as handle:
+            stats.ParseFromString(handle.read())
+        result[split] = stats
+    if not result:
+        raise ValueError(f"no Split-*/{io_statistics.FILE_NAME} under the statistics {uri}")
+    return result
+
+
+def _common(feature: statistics_pb2.FeatureNameStatistics):
+    kind = feature.WhichOneof("stats")
+    return getattr(feature, kind).common_stats if kind else statistics_pb2.CommonStatistics()
+
+
+def _by_feature(
+    splits: Mapping[str, statistics_pb2.DatasetFeatureStatisticsList],
+) -> dict[str, list[statistics_pb2.FeatureNameStatistics]]:
+    """Each feature's statistics in every split with rows; a split without the feature at all
+    counts as one where it is always missing."""
+    datasets = [s.datasets[0] for s in splits.values() if s.datasets and s.datasets[0].num_examples]
+    names = {f.path.step[0] for d in datasets for f in d.features if len(f.path.step) == 1}
+    result = {}
+    for name in names:
+        result[name] = []
+        for dataset in datasets:
+            found = [f for f in dataset.features if list(f.path.step) == [name]]
+            missing = statistics_pb2.FeatureNameStatistics()
+            missing.num_stats.common_stats.num_missing = dataset.num_examples
+            result[name].append(found[0] if found else missing)
+    return result
+
+
+def _set_presence(target: schema_pb2.Feature, commons) -> None:
+    always = all(c.num_missing == 0 and c.num_non_missing > 0 for c in commons)
+    everywhere = all(c.num_non_missing > 0 for c in commons)
+    target.presence.ClearField("min_fraction")
+    target.presence.ClearField("min_count")
+    if always:
+        target.presence.min_fraction = 1.0
+    if everywhere:
+        target.presence.min_count = 1
+    if not always:
+        target.ClearField("shape")  # a fixed shape asserts a value in every example
+
+
+def _set_value_count(target: schema_pb2.Feature, commons) -> None:
+    present = [c for c in commons if c.num_non_missing]
+    if target.HasField("shape") or not present:
+        return
+    target.value_count.min = min(c.min_num_values for c in present)
+    target.value_count.max = max(c.max_num_values for c in present)
+
+
+def _string_values(features) -> Optional[set[str]]:
+    """The union of the splits' values, or None when some split's list is incomplete."""
+    values: set[str] = set()
+    for feature in features:
+        stats = feature.string_stats
+        buckets = stats.rank_histogram.buckets
+        if not stats.common_stats.tot_num_values:
+            continue
+        complete = sum(b.sample_count for b in buckets) == stats.common_stats.tot_num_values
+        labels = {b.label for b in buckets}
+        if not complete or stats.invalid_utf8_count or labels & _PLACEHOLDERS:
+            return None
+        values |= labels
+    return values
+
+
+def _set_domain(target: schema_pb2.Feature, features, max_vocabulary: int) -> None:
+    numbers = [f.num_stats for f in features if f.num_stats.common_stats.tot_num_values]
+    if target.HasField("float_domain") and numbers:
+        target.float_domain.min = min(n.min for n in numbers)
+        target.float_domain.max = max(n.max for n in numbers)
+    elif target.HasField("int_domain") and numbers:
+        target.int_domain.min = int(min(n.min for n in numbers))
+        target.int_domain.max = int(max(n.max for n in numbers))
+    elif target.type == schema_pb2.BYTES and target.WhichOneof("domain_info") is None:
+        values = _string_values(features)
+        if values and len(values) <= max_vocabulary:
+            target.string_domain.name = target.name
+            target.string_domain.value.extend(sorted(values))
+
+
+def apply_split_statistics(
+    schema: schema_pb2.Schema,
+    splits: Mapping[str, statistics_pb2.DatasetFeatureStatisticsList],
+    max_vocabulary: int,
+) -> schema_pb2.Schema:
+    """`schema` with presence, value counts and domains that hold on every split (module doc)."""
+    result = schema_pb2.Schema()
+    result.CopyFrom(schema)
+    by_feature = _by_feature(splits)
+    for target in result.feature:
+        features = by_feature.get(target.name)
+        if not features:
+            continue
+        commons = [_common(f) for f in features]
+        _set_presence(target, commons)
+        _set_value_count(target, commons)
+        _set_domain(target, features, max_vocabulary)
+    return result
