@@ -1,0 +1,198 @@
+"""tfx_tabular.io.statistics: exact where TFDV is exact, within the stated bounds where sketched,
+mergeable in any batching, deterministic, and readable by TFDV's loaders and visualization."""
+
+import glob
+import os
+import pickle
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import IN_MEMORY_BEAM
+
+from tfx_tabular.io import convert, encoding, plan, statistics
+from tfx_tabular.io.mapping import features_of
+
+
+def split_statistics(table: pa.Table, batch_rows: int, parts: int = 1):
+    """Statistics of `table` added in batches of `batch_rows`, each batch's rows dealt into
+    `parts` accumulators by a row mask, all merged at the end."""
+    features = features_of(table.schema)
+    accumulators = [statistics.SplitStatistics(features) for _ in range(parts)]
+    for batch in table.to_batches(max_chunksize=batch_rows):
+        columns = encoding.feature_columns(batch, features)
+        owner = np.arange(batch.num_rows) % parts
+        for i, accumulator in enumerate(accumulators):
+            accumulator.add(columns, None if parts == 1 else owner == i)
+    merged = statistics.SplitStatistics()
+    for accumulator in accumulators:
+        merged.merge(pickle.loads(pickle.dumps(accumulator)))  # as Beam ships them
+    return merged
+
+
+def by_name(stats_list):
+    return {f.path.step[0]: f for f in stats_list.datasets[0].features}
+
+
+def test_constants_are_tfdvs():
+    import tensorflow_data_validation as tfdv
+    from tensorflow_data_validation import constants
+    from tensorflow_data_validation.statistics.generators import basic_stats_generator
+
+    options = tfdv.StatsOptions()
+    assert statistics.NUM_TOP_VALUES == options.num_top_values
+    assert statistics.NUM_RANK_HISTOGRAM_BUCKETS == options.num_rank_histogram_buckets
+    assert statistics.NUM_VALUES_HISTOGRAM_BUCKETS == options.num_values_histogram_buckets
+    assert statistics.NUM_HISTOGRAM_BUCKETS == options.num_histogram_buckets
+    assert statistics.NUM_QUANTILES_HISTOGRAM_BUCKETS == options.num_quantiles_histogram_buckets
+    assert statistics.QUANTILES_EPSILON == options.epsilon
+    assert statistics.NON_UTF8_PLACEHOLDER == constants.NON_UTF8_PLACEHOLDER
+    assert statistics.LARGE_BYTES_PLACEHOLDER == constants.LARGE_BYTES_PLACEHOLDER
+    assert (
+        statistics._STD_HISTOGRAM_QUANTILES_FACTOR
+        == basic_stats_generator._NUM_QUANTILES_FACTOR_FOR_STD_HISTOGRAM
+    )
+
+
+def edge_table() -> pa.Table:
+    return pa.table(
+        {
+            "f": pa.array([1.5, float("nan"), float("inf"), -float("inf"), 0.0, None, -2.0]),
+            "lists": pa.array([[], [1, 2], None, [0], [3, 3, 3], [], [7]], pa.list_(pa.int64())),
+            "b": pa.array([b"ok", b"\xff\xfe", b"x" * 2000, None, b"", b"ok", b"ok"]),
+            "none": pa.nulls(7, pa.string()),
+        }
+    )
+
+
+def test_edge_values_as_tfdv_computes_them(tmp_path):
+    """NaN, ±inf, empty lists, invalid UTF-8, strings over 1,024 bytes, an all-null column:
+    compared with TFDV over the same records."""
+    import tensorflow_data_validation as tfdv
+
+    table = edge_table()
+    path = str(tmp_path / "edge.tfrecord")
+    with open(path, "wb") as out:
+        out.write(encoding.encode(table.to_batches()[0], features_of(table.schema), True).buffer)
+    stock = by_name(tfdv.generate_statistics_from_tfrecord(path))
+    ours = by_name(statistics.statistics_list(split_statistics(table, 3)))
+    for name in ("f", "lists"):
+        mine, theirs = ours[name].num_stats, stock[name].num_stats
+        for field in ("num_zeros", "min", "max", "median"):
+            assert getattr(mine, field) == getattr(theirs, field), (name, field)
+        assert mine.common_stats == theirs.common_stats, name
+        assert [h.num_nan for h in mine.histograms] == [h.num_nan for h in theirs.histograms]
+    assert ours["b"].string_stats.common_stats == stock["b"].string_stats.common_stats
+    assert ours["b"].string_stats.avg_length == pytest.approx(stock["b"].string_stats.avg_length)
+    assert ours["b"].string_stats.invalid_utf8_count == 1
+    assert {v.value: v.frequency for v in ours["b"].string_stats.top_values} == {
+        "ok": 3,
+        "": 1,
+        statistics.NON_UTF8_PLACEHOLDER: 1,
+        statistics.LARGE_BYTES_PLACEHOLDER: 1,
+    }
+    # Never a value: TFDV says STRING with every row missing; we keep the written kind (BYTES).
+    assert ours["none"].string_stats.common_stats.num_missing == 7
+    assert stock["none"].string_stats.common_stats.num_missing == 7
+
+
+def test_exact_fields_do_not_depend_on_batching():
+    rng = np.random.default_rng(0)
+    n = 20_000
+    table = pa.table(
+        {
+            "x": pa.array(rng.normal(5, 3, n), mask=rng.random(n) < 0.1),
+            "k": pa.array(rng.integers(-50, 50, n)),
+            "s": pa.array(rng.choice(["a", "bb", "ccc"], n)),
+        }
+    )
+    one = by_name(statistics.statistics_list(split_statistics(table, n)))
+    many = by_name(statistics.statistics_list(split_statistics(table, 777, parts=3)))
+    for name in ("x", "k"):
+        a, b = one[name].num_stats, many[name].num_stats
+        assert a.common_stats.num_non_missing == b.common_stats.num_non_missing
+        assert (a.min, a.max, a.num_zeros) == (b.min, b.max, b.num_zeros)
+        assert a.mean == pytest.approx(b.mean, rel=1e-12)
+        assert a.std_dev == pytest.approx(b.std_dev, rel=1e-12)
+    values = table["x"].drop_null().to_numpy().astype(np.float32).astype(np.float64)
+    assert one["x"].num_stats.mean == pytest.approx(values.mean(), rel=1e-12)
+    assert one["x"].num_stats.std_dev == pytest.approx(values.std(), rel=1e-12)
+    assert one["s"].string_stats == many["s"].string_stats
+
+
+def test_sketches_within_their_stated_bounds():
+    """200,000 values: Misra-Gries counts within N/1,000 and every value more frequent than that
+    listed; KMV uniques within 3 standard errors (3/sqrt(1,024)); quantile ranks within eps=1%."""
+    rng = np.random.default_rng(1)
+    n = 200_000
+    words = rng.zipf(1.3, n) % 50_000
+    numbers = rng.lognormal(0, 2, n)
+    table = pa.table({"w": pa.array([f"w{w}" for w in words]), "v": pa.array(numbers)})
+    stats = by_name(statistics.statistics_list(split_statistics(table, 8192, parts=2)))
+
+    string_stats = stats["w"].string_stats
+    exact = dict(zip(*np.unique([f"w{w}" for w in words], return_counts=True), strict=True))
+    assert abs(string_stats.unique - len(exact)) <= 3 / np.sqrt(1024) * len(exact)
+    listed = {b.label: b.sample_count for b in string_stats.rank_histogram.buckets}
+    for value, count in listed.items():
+        assert abs(count - exact[value]) <= n / 1000, value
+    assert {v for v, c in exact.items() if c > n / 1000} <= set(listed)
+
+    numeric = stats["v"].num_stats
+    ordered = np.sort(numbers.astype(np.float32))
+    rank = np.searchsorted(ordered, numeric.median) / n
+    assert abs(rank - 0.5) <= 0.01
+    quantiles = [h for h in numeric.histograms if h.type == h.QUANTILES][0]
+    for i, bucket in enumerate(quantiles.buckets[:-1]):
+        rank = np.searchsorted(ordered, bucket.high_value) / n
+        assert abs(rank - (i + 1) / 10) <= 0.01 + 1 / n, i
+
+
+def test_conversion_statistics_are_deterministic_and_load_in_tfdv(hive_dataset, tmp_path):
+    import tensorflow_data_validation as tfdv
+
+    written = []
+    for run in ("a", "b"):
+        dataset, splits = plan.plan_conversion(hive_dataset)
+        convert.convert(
+            dataset,
+            str(tmp_path / run / "examples"),
+            splits,
+            plan.OutputOptions(num_shards=3, batch_size=50),
+            IN_MEMORY_BEAM,
+            statistics_dir=str(tmp_path / run / "statistics"),
+        )
+        files = sorted(glob.glob(str(tmp_path / run / "statistics" / "Split-*" / "*")))
+        assert [os.path.relpath(f, tmp_path / run) for f in files] == [
+            os.path.join("statistics", "Split-eval", "FeatureStats.pb"),
+            os.path.join("statistics", "Split-train", "FeatureStats.pb"),
+        ]
+        written.append([open(f, "rb").read() for f in files])
+    assert written[0] == written[1]
+    loaded = tfdv.load_stats_binary(
+        str(tmp_path / "a" / "statistics" / "Split-train" / "FeatureStats.pb")
+    )
+    html = tfdv.utils.display_util.get_statistics_html(loaded)
+    assert "facets-overview" in html and len(html) > 1000
+    rows = sum(tfdv.load_stats_binary(f).datasets[0].num_examples for f in files)
+    assert rows == 400
+
+
+def test_statistics_folder_without_splits_is_named(tmp_path):
+    from tfx_tabular.schemas.split_statistics import load_split_statistics
+
+    with pytest.raises(ValueError, match=str(tmp_path)):
+        load_split_statistics(str(tmp_path))
+
+
+def test_conversion_without_statistics_writes_none(tmp_path):
+    table = edge_table().drop(["none"])
+    (tmp_path / "in").mkdir()
+    pq.write_table(table, tmp_path / "in" / "part.parquet")
+    dataset, splits = plan.plan_conversion(str(tmp_path / "in"))
+    result = convert.convert(
+        dataset, str(tmp_path / "out"), splits, beam_pipeline_args=IN_MEMORY_BEAM
+    )
+    assert result.statistics_dir is None
+    assert not glob.glob(str(tmp_path / "out" / "**" / "FeatureStats.pb"), recursive=True)
