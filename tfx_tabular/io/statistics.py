@@ -2,16 +2,16 @@
 
 The encoder already holds every feature of a batch as flat numpy buffers (`FeatureValues`: row
 splits, validity, values); `SplitStatistics.add` reads those same buffers, so the statistics
-describe exactly the features, kinds and values written. Accumulators merge (shards, workers,
-Beam's combiner lifting) and their result does not depend on how rows were split into batches,
-except where a sketch is used:
+describe exactly the features, kinds and values written. Accumulators pickle and merge (one per
+shard and split, merged in shard order, so a run's files are the same on every runner), and the
+result does not depend on how rows were split into batches, except where a sketch is used:
 
 * exact: num_examples, num_non_missing, num_missing, min/max/avg/tot_num_values, min, max, mean,
   std_dev (float64, merged with Chan's formula), num_zeros, num_nan, avg_length,
   invalid_utf8_count;
 * tfx_bsl's QuantilesSketch (the one TFDV's BasicStatsGenerator uses, eps 0.01): median,
-  quantiles and standard histograms and the num_values histogram. Ranks within 1% of the count;
-  exact below the sketch's buffer size (a few thousand values per feature and split);
+  quantiles and standard histograms and the num_values histogram. Ranks within 1% of the count
+  (integers and value counts go in as distinct values with their counts as weights);
 * tfx_bsl's MisraGriesSketch (1,000 counters, as TFDV's sketch-based top-k): top_values and
   rank_histogram. Exact when a split's feature holds at most 1,000 distinct values; otherwise
   each count errs by at most N / 1,000 (N the feature's values in the split) and any value
@@ -32,6 +32,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from tfx_bsl.arrow import array_util
 from tfx_bsl.sketches import KmvSketch, MisraGriesSketch, QuantilesSketch
 
@@ -60,11 +61,19 @@ def _quantiles_sketch() -> QuantilesSketch:
     return QuantilesSketch(eps=QUANTILES_EPSILON, max_num_elements=1 << 32, num_streams=1)
 
 
+def _distinct_with_weights(values: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """Each distinct value once, with its count as a float weight: sketches then take a batch's
+    few distinct values (most integers, value counts, categories) instead of every value."""
+    counts = pc.value_counts(values)
+    return counts.field("values"), counts.field("counts").cast(pa.float64())
+
+
 class FeatureStatistics:
     """The mergeable state of one feature over the rows of one split."""
 
-    def __init__(self, kind: Kind):
+    def __init__(self, kind: Kind, scalar: bool = False):
         self.kind = kind
+        self.scalar = scalar  # one value per present row: row r's value is slot r
         self.num_non_missing = 0
         self.min_num_values = math.inf
         self.max_num_values = 0
@@ -84,23 +93,35 @@ class FeatureStatistics:
     def add(self, fv: FeatureValues, rows: Optional[np.ndarray]) -> None:
         """Add the rows of `fv` selected by the boolean mask `rows` (None: all rows)."""
         valid = fv.valid if rows is None else fv.valid & rows
-        counts = np.diff(fv.row_splits)
-        present = counts[valid]
-        if not len(present):
-            return
-        self.num_non_missing += len(present)
-        self.min_num_values = min(self.min_num_values, int(present.min()))
-        self.max_num_values = max(self.max_num_values, int(present.max()))
-        self.tot_num_values += int(present.sum())
-        if self.num_values is None:
-            self.num_values = _quantiles_sketch()
-        self.num_values.AddValues(pa.array(present))
-        # Value i belongs to the row whose [row_splits[r], row_splits[r + 1]) holds it.
-        mask = None if valid.all() else np.repeat(valid, counts)
+        if self.scalar:
+            present_rows = int(np.count_nonzero(valid))
+            if not present_rows:
+                return
+            self._add_value_counts(pa.array([1]), pa.array([float(present_rows)]))
+            mask = None if present_rows == len(valid) else valid
+        else:
+            counts = np.diff(fv.row_splits)
+            present = counts[valid]
+            if not len(present):
+                return
+            self._add_value_counts(*_distinct_with_weights(pa.array(present)))
+            # Value i belongs to the row whose [row_splits[r], row_splits[r + 1]) holds it.
+            mask = None if len(present) == len(valid) else np.repeat(valid, counts)
         if self.kind == Kind.BYTES:
             self._add_bytes(fv, mask)
         else:
             self._add_numbers(fv.values[: fv.row_splits[-1]], mask)
+
+    def _add_value_counts(self, counts: pa.Array, rows: pa.Array) -> None:
+        """Rows with each number of values: `rows[i]` rows hold `counts[i]` values."""
+        numbers = counts.to_numpy()
+        self.num_non_missing += int(pc.sum(rows).as_py())
+        self.min_num_values = min(self.min_num_values, int(numbers.min()))
+        self.max_num_values = max(self.max_num_values, int(numbers.max()))
+        self.tot_num_values += int(np.dot(numbers, rows.to_numpy()))
+        if self.num_values is None:
+            self.num_values = _quantiles_sketch()
+        self.num_values.AddValues(counts, rows)
 
     def _add_numbers(self, values: np.ndarray, mask: Optional[np.ndarray]) -> None:
         if mask is not None:
@@ -127,7 +148,10 @@ class FeatureStatistics:
         self._merge_moments(len(values), mean, float(np.square(as_double - mean).sum()))
         if self.quantiles is None:
             self.quantiles = _quantiles_sketch()
-        self.quantiles.AddValues(pa.array(values))
+        if self.kind == Kind.INT:
+            self.quantiles.AddValues(*_distinct_with_weights(pa.array(values)))
+        else:  # mostly distinct: counting them first would cost more than it saves
+            self.quantiles.AddValues(pa.array(values))
 
     def _merge_moments(self, count: int, mean: float, m2: float) -> None:
         """Chan et al.'s pairwise update of count, mean and squared deviations."""
@@ -158,8 +182,18 @@ class FeatureStatistics:
                 large_string_placeholder=LARGE_BYTES_PLACEHOLDER,
             )
             self.distinct = KmvSketch(NUM_KMV_BUCKETS)
-        self.top.AddValues(strings)
-        self.distinct.AddValues(strings)
+        distinct, weights = _distinct_with_weights(strings)
+        self.distinct.AddValues(distinct)
+        # Weighted: the sketch sees each distinct value once. tfx_bsl applies its large-string
+        # placeholder to unweighted values only, so long values go in unweighted.
+        large = pc.greater(pc.binary_length(distinct), LARGE_STRING_THRESHOLD)
+        if pc.any(large).as_py():
+            self.top.AddValues(
+                strings.filter(pc.greater(pc.binary_length(strings), LARGE_STRING_THRESHOLD))
+            )
+            keep = pc.invert(large)
+            distinct, weights = distinct.filter(keep), weights.filter(keep)
+        self.top.AddValues(distinct, weights.cast(pa.float32()))
 
     def merge(self, other: FeatureStatistics) -> None:
         self.num_non_missing += other.num_non_missing
@@ -188,7 +222,9 @@ class SplitStatistics:
 
     def __init__(self, features: Sequence[Feature] = ()):
         self.num_examples = 0
-        self.features = {f.name: FeatureStatistics(f.kind) for f in features}
+        self.features = {
+            f.name: FeatureStatistics(f.kind, scalar=f.list_depth == 0) for f in features
+        }
 
     def add(
         self, values: Sequence[tuple[Feature, FeatureValues]], rows: Optional[np.ndarray]
