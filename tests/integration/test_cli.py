@@ -206,3 +206,22 @@ def test_head_shows_examples_and_parquet_rows(data, examples):
     parquet = cli("head", data, "-n", "3")
     assert "first 3 Parquet rows" in " ".join(parquet.stdout.split())
     assert "│ day " in parquet.stdout and "2024-01-01" in parquet.stdout  # the partition column
+
+
+def test_convert_writes_statistics_and_show_stats_renders_them(data, tmp_path):
+    out, stats = str(tmp_path / "examples"), str(tmp_path / "statistics")
+    converted = cli("convert", data, out, "--statistics", stats, "--json", "-q")
+    assert converted.returncode == 0, converted.stderr
+    assert json.loads(converted.stdout)["statistics"] == stats
+    page = str(tmp_path / "stats.html")
+    shown = cli("show-stats", stats, "-o", page, "--json", "-q")
+    assert shown.returncode == 0, shown.stderr
+    document = json.loads(shown.stdout)
+    assert set(document["splits"]) == {"train", "eval"}  # train beside eval by default
+    assert sum(s["examples"] for s in document["splits"].values()) == 4000
+    html = open(page).read()
+    assert html.startswith("<!DOCTYPE html>") and "facets-overview" in html
+    one = cli("show-stats", os.path.join(stats, "Split-eval"), "-o", page, "-q")
+    assert one.returncode == 0, one.stderr
+    wrong = cli("show-stats", stats, "-o", page, "--split", "test")
+    assert wrong.returncode == 2 and "no split 'test'" in wrong.stderr

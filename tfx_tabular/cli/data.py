@@ -1,6 +1,6 @@
-"""Data commands: convert, infer-schema, show-schema, head. infer-schema, show-schema and head read
-only footers, protos and a few records: they load pyarrow and tensorflow_metadata, not TensorFlow,
-Beam or TFX."""
+"""Data commands: convert, infer-schema, show-schema, show-stats, head. infer-schema, show-schema
+and head read only footers, protos and a few records: they load pyarrow and tensorflow_metadata,
+not TensorFlow, Beam or TFX."""
 
 from __future__ import annotations
 
@@ -95,6 +95,12 @@ def _add_conversion_arguments(p: argparse.ArgumentParser) -> None:
         help="rows per Arrow batch",
     )
     g.add_argument(
+        "--statistics",
+        metavar="DIR",
+        help="also write each split's TFDV statistics, computed while converting, as "
+        "DIR/Split-<name>/FeatureStats.pb (stock StatisticsGen's layout; see show-stats)",
+    )
+    g.add_argument(
         "--beam-arg",
         action="append",
         default=[],
@@ -132,7 +138,9 @@ def cmd_convert(args) -> dict:
         f"({len(dataset.features)} features) → {args.output_dir}",
     )
     if args.quiet:
-        result = convert.convert(dataset, args.output_dir, splits, options, args.beam_arg)
+        result = convert.convert(
+            dataset, args.output_dir, splits, options, args.beam_arg, None, args.statistics
+        )
     else:
         with Progress("converting", dataset.num_rows, "rows") as progress:
             result = convert.convert(
@@ -142,6 +150,7 @@ def cmd_convert(args) -> dict:
                 options,
                 args.beam_arg,
                 on_progress=progress.update,
+                statistics_dir=args.statistics,
             )
             progress.update(sum(result.rows.values()))
     for name, rows in result.rows.items():
@@ -161,6 +170,7 @@ def cmd_convert(args) -> dict:
         "rows_per_second": round(result.rows_per_second),
         "files": len(dataset.files),
         "features": len(dataset.features),
+        "statistics": result.statistics_dir,
     }
 
 
@@ -242,6 +252,65 @@ def cmd_show_schema(args) -> dict:
     return json_format.MessageToDict(schema, preserving_proto_field_name=True)
 
 
+def _load_statistics(path: str) -> dict:
+    """Split name → DatasetFeatureStatisticsList, from a FeatureStats.pb file, a Split-<name>
+    folder, or an ExampleStatistics folder (ParquetExampleGen's or stock StatisticsGen's)."""
+    import posixpath
+
+    import tensorflow as tf
+    from tensorflow_metadata.proto.v0 import statistics_pb2
+
+    from tfx_tabular.schemas.split_statistics import load_split_statistics
+
+    path = path.rstrip("/")
+    if tf.io.gfile.isdir(path) and not posixpath.basename(path).startswith("Split-"):
+        return load_split_statistics(path)
+    file = posixpath.join(path, "FeatureStats.pb") if tf.io.gfile.isdir(path) else path
+    if not tf.io.gfile.exists(file):
+        raise FileNotFoundError(f"{file} does not exist")
+    stats = statistics_pb2.DatasetFeatureStatisticsList()
+    with tf.io.gfile.GFile(file, "rb") as handle:
+        stats.ParseFromString(handle.read())
+    name = posixpath.basename(posixpath.dirname(file))
+    return {name[len("Split-") :] if name.startswith("Split-") else name: stats}
+
+
+def _shown_splits(by_split: dict, split, compare) -> list:
+    """--split / --compare, else train beside eval when both exist, else the first one or two."""
+    for name in (split, compare):
+        if name is not None and name not in by_split:
+            raise UsageError(f"no split {name!r}: the statistics hold {', '.join(by_split)}")
+    if split:
+        return [split] + ([compare] if compare else [])
+    if {"train", "eval"} <= set(by_split):
+        return ["train", "eval"]
+    return list(by_split)[:2]
+
+
+def cmd_show_stats(args) -> dict:
+    import tensorflow as tf
+    import tensorflow_data_validation as tfdv
+
+    by_split = _load_statistics(args.path)
+    shown = _shown_splits(by_split, args.split, args.compare)
+    html = tfdv.utils.display_util.get_statistics_html(
+        by_split[shown[0]],
+        by_split[shown[1]] if len(shown) > 1 else None,
+        lhs_name=shown[0],
+        rhs_name=shown[1] if len(shown) > 1 else "",
+    )
+    page = f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{html}</body></html>"
+    with tf.io.gfile.GFile(args.output, "w") as out:  # local or an object store
+        out.write(page)
+    summary = {}
+    for name in shown:
+        dataset = by_split[name].datasets[0]
+        summary[name] = {"examples": dataset.num_examples, "features": len(dataset.features)}
+        say(args, f"  {name}: {dataset.num_examples:,} examples, {len(dataset.features)} features")
+    say(args, f"wrote {args.output} (TFDV's Facets Overview; open it in a browser)")
+    return {"path": args.path, "output": args.output, "splits": summary}
+
+
 def _cell(value, width: int = 28) -> str:
     if value is None:
         return "∅"
@@ -317,6 +386,21 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("show-schema", parents=[common], help="a schema.pbtxt as a table")
     p.add_argument("file", help="schema.pbtxt, or a Schema artifact folder")
     p.set_defaults(func=cmd_show_schema)
+
+    p = sub.add_parser(
+        "show-stats",
+        parents=[common],
+        help="TFDV's Facets view of split statistics as an HTML file",
+    )
+    p.add_argument(
+        "path",
+        help="an ExampleStatistics folder (ParquetExampleGen's or StatisticsGen's), "
+        "a Split-<name> folder or a FeatureStats.pb",
+    )
+    p.add_argument("-o", "--output", required=True, help="the HTML file to write")
+    p.add_argument("--split", help="the split to show (default: train beside eval)")
+    p.add_argument("--compare", help="a second split to show beside --split")
+    p.set_defaults(func=cmd_show_stats)
 
     p = sub.add_parser(
         "head",

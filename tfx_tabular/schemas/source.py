@@ -12,7 +12,6 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 
 from tfx_tabular.io import parquet
 from tfx_tabular.schemas.infer import SchemaError, infer_schema, overlay
-from tfx_tabular.schemas.split_statistics import apply_split_statistics, load_split_statistics
 from tfx_tabular.schemas.statistics import (
     DEFAULT_MAX_VOCABULARY,
     DEFAULT_SAMPLE_ROWS,
@@ -74,6 +73,13 @@ def schema_of(
         0 if dataset is None else len(dataset.files),
     )
     if split_statistics:
+        # Imported here: it loads the conversion's statistics module (tfx_bsl, numba), which
+        # footer-only inference never needs.
+        from tfx_tabular.schemas.split_statistics import (
+            apply_split_statistics,
+            load_split_statistics,
+        )
+
         result.schema = apply_split_statistics(
             result.schema, load_split_statistics(split_statistics), max_vocabulary
         )
