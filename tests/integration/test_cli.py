@@ -222,6 +222,10 @@ def test_convert_writes_statistics_and_show_stats_renders_them(data, tmp_path):
     html = open(page).read()
     assert html.startswith("<!DOCTYPE html>") and "facets-overview" in html
     one = cli("show-stats", os.path.join(stats, "Split-eval"), "-o", page, "-q")
+    schema = str(tmp_path / "schema.pbtxt")
+    inferred = cli("infer-schema", out, "-o", schema, "--split-statistics", stats, "-q")
+    assert inferred.returncode == 0, inferred.stderr
+    assert "string_domain" in open(schema).read()  # day: partition values; no C* (16k values)
     assert one.returncode == 0, one.stderr
     wrong = cli("show-stats", stats, "-o", page, "--split", "test")
     assert wrong.returncode == 2 and "no split 'test'" in wrong.stderr

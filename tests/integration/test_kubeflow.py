@@ -78,12 +78,17 @@ def test_kubeflow_yaml_is_a_strict_pipeline_spec_the_kfp_backend_accepts(kubeflo
     assert set(tasks) == {
         "ParquetExampleGen",
         "ParquetSchemaGen",
-        "StatisticsGen",
         "ExampleValidator",
         "Transform",
         "TabularTrainer",
         "Evaluator",
     }
+    # The validator reads the statistics ParquetExampleGen computed while converting.
+    statistics = tasks["ExampleValidator"].inputs.artifacts["statistics"].task_output_artifact
+    assert (statistics.producer_task, statistics.output_artifact_key) == (
+        "ParquetExampleGen",
+        "statistics",
+    )
     executors = spec.deployment_spec.fields["executors"].struct_value.fields
     for label, executor in executors.items():
         container = executor.struct_value.fields.get("container")

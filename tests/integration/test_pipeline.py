@@ -124,3 +124,23 @@ def test_a_string_label_trains_multiclass_and_the_evaluator_follows_the_task(tmp
         if m.key.name == "sparse_categorical_accuracy"
     )
     assert accuracy > 0.6  # string labels were mapped to the classes the model scores
+
+
+def test_with_statistics_reads_ours_and_stock_statistics_gen_stays_an_option(tmp_path):
+    def built(with_statistics):
+        pipeline = create_pipeline(
+            "p", str(tmp_path), str(tmp_path), with_statistics=with_statistics, task="binary"
+        )
+        return {c.id: c for c in pipeline.components}
+
+    ours = built(True)
+    assert "StatisticsGen" not in ours
+    validator_input = ours["ExampleValidator"].inputs["statistics"]
+    assert validator_input.producer_component_id == "ParquetExampleGen"
+    assert ours["ParquetSchemaGen"].inputs["example_statistics"] is validator_input
+    stock = built("stock")
+    assert stock["ExampleValidator"].inputs["statistics"].producer_component_id == "StatisticsGen"
+    assert "statistics" not in stock["ParquetExampleGen"].outputs  # nobody would read them
+    assert "ExampleValidator" not in built(False)
+    with pytest.raises(ValueError, match="with_statistics must be"):
+        built("both")

@@ -188,6 +188,7 @@ def cmd_infer_schema(args) -> dict:
         max_vocabulary=args.max_vocabulary,
         curated=args.curated,
         beam_pipeline_args=args.beam_arg,
+        split_statistics=args.split_statistics,
     )
     seconds = time.perf_counter() - start
     source = (
@@ -375,6 +376,12 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
         "--stats",
         action="store_true",
         help="add vocabularies, value counts and presence from TFDV over a sample",
+    )
+    p.add_argument(
+        "--split-statistics",
+        metavar="DIR",
+        help="statistics of every split (convert --statistics, or an ExampleStatistics folder): "
+        "presence, value counts and domains that hold on each split",
     )
     p.add_argument("--sample-rows", type=int, default=SCHEMA_GEN["sample_rows"].default)
     p.add_argument("--max-vocabulary", type=int, default=SCHEMA_GEN["max_vocabulary_size"].default)

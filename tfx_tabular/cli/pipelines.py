@@ -16,6 +16,7 @@ from tfx_tabular.cli.data import say
 
 def _add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
     from tfx_tabular.components.tabular_trainer.spec import PARAMETERS
+    from tfx_tabular.pipelines.pipeline import STATISTICS_SOURCES
     from tfx_tabular.training.task import TASKS
 
     p.add_argument("--pipeline-name", default="tfx-tabular")
@@ -36,7 +37,12 @@ def _add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=PARAMETERS["batch_size"].default)
     p.add_argument("--model-fn", help="package.module:function building the Keras model")
     p.add_argument(
-        "--with-statistics", action="store_true", help="add stock StatisticsGen + ExampleValidator"
+        "--with-statistics",
+        nargs="?",
+        const="ours",
+        choices=STATISTICS_SOURCES,
+        help="add statistics + stock ExampleValidator: ours (the default; computed while "
+        "converting, and the schema built from them) or stock (StatisticsGen, a second pass)",
     )
     p.add_argument(
         "--with-transform",

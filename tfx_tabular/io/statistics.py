@@ -170,9 +170,11 @@ class FeatureStatistics:
             len(offsets) - 1,
             [None, pa.py_buffer(offsets), pa.py_buffer(fv.data)],
         )
+        lengths = np.diff(offsets)
         if mask is not None:
             strings = strings.filter(pa.array(mask))
-        self.total_bytes += int(array_util.GetBinaryArrayTotalByteSize(strings))
+            lengths = lengths[mask]
+        self.total_bytes += int(lengths.sum())
         self.invalid_utf8 += int(array_util.CountInvalidUTF8(strings))
         if self.top is None:
             self.top = MisraGriesSketch(
@@ -186,8 +188,8 @@ class FeatureStatistics:
         self.distinct.AddValues(distinct)
         # Weighted: the sketch sees each distinct value once. tfx_bsl applies its large-string
         # placeholder to unweighted values only, so long values go in unweighted.
-        large = pc.greater(pc.binary_length(distinct), LARGE_STRING_THRESHOLD)
-        if pc.any(large).as_py():
+        if len(lengths) and lengths.max() > LARGE_STRING_THRESHOLD:
+            large = pc.greater(pc.binary_length(distinct), LARGE_STRING_THRESHOLD)
             self.top.AddValues(
                 strings.filter(pc.greater(pc.binary_length(strings), LARGE_STRING_THRESHOLD))
             )

@@ -1,13 +1,16 @@
 """The tfx-tabular pipeline: ParquetExampleGen → ParquetSchemaGen → TabularTrainer, with optional
-stock StatisticsGen + ExampleValidator, Transform and Evaluator (their presence shows our
-artifacts are standard TFX artifacts)."""
+statistics + stock ExampleValidator, Transform and Evaluator (their presence shows our artifacts
+are standard TFX artifacts)."""
 
 from __future__ import annotations
 
 import os
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 DEFAULT_PREPROCESSING_FN = "tfx_tabular.pipelines.preprocessing.preprocessing_fn"
+# with_statistics: "ours" (True) reads ParquetExampleGen's statistics, computed while converting;
+# "stock" adds stock StatisticsGen, a second pass over the Examples.
+STATISTICS_SOURCES = ("ours", "stock")
 # What the Evaluator computes for each task (TFMA metric or Keras metric class names).
 EVALUATOR_METRICS = {
     "binary": ("ExampleCount", "AUC", "BinaryAccuracy"),
@@ -62,7 +65,7 @@ def create_pipeline(
     batch_size: Optional[int] = None,
     eval_steps: Optional[int] = None,
     model_fn: Optional[str] = None,
-    with_statistics: bool = False,
+    with_statistics: Union[bool, str] = False,
     with_transform: bool = False,
     preprocessing_fn: str = DEFAULT_PREPROCESSING_FN,
     with_evaluator: bool = False,
@@ -76,29 +79,44 @@ def create_pipeline(
     `VertexTraining`) makes the Trainer task launch a Vertex AI custom training job. Parameters
     left None take the components' defaults (their `spec.py`). `task` (binary, multiclass,
     regression; default: the one the label implies) sets the Trainer's head and the Evaluator's
-    metrics."""
+    metrics. `with_statistics` ("ours" or True, "stock") adds statistics and stock
+    ExampleValidator: "ours" has ParquetExampleGen compute them while converting and
+    ParquetSchemaGen build a schema that holds on every split from them (unless
+    `schema_statistics` asks for a sample); "stock" runs stock StatisticsGen."""
     from tfx import v1 as tfx
 
     from tfx_tabular.components import ParquetExampleGen, ParquetSchemaGen, TabularTrainer
 
+    source = "ours" if with_statistics is True else with_statistics or None
+    if source is not None and source not in STATISTICS_SOURCES:
+        raise ValueError(
+            f"with_statistics must be True, False or one of {STATISTICS_SOURCES}, "
+            f"not {with_statistics!r}"
+        )
     example_gen = ParquetExampleGen(
         input_base=data_root,
         split_by_partition=split_by_partition,
         eval_last_partitions=eval_last_partitions,
+        compute_statistics=source == "ours",  # nobody reads them otherwise
     )
+    ours = example_gen.outputs["statistics"] if source == "ours" else None
     schema_gen = ParquetSchemaGen(
         examples=example_gen.outputs["examples"],
+        example_statistics=None if schema_statistics else ours,
         label=label,
         curated_schema=curated_schema,
         statistics=schema_statistics,
     )
     components = [example_gen, schema_gen]
-    if with_statistics:
-        statistics = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
-        validator = tfx.components.ExampleValidator(
-            statistics=statistics.outputs["statistics"], schema=schema_gen.outputs["schema"]
+    if source == "stock":
+        stock = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+        components.append(stock)
+    if source is not None:
+        components.append(
+            tfx.components.ExampleValidator(
+                statistics=ours or stock.outputs["statistics"], schema=schema_gen.outputs["schema"]
+            )
         )
-        components += [statistics, validator]
     transform = None
     if with_transform:
         transform = tfx.components.Transform(
