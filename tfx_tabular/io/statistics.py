@@ -12,12 +12,12 @@ result does not depend on how rows were split into batches, except where a sketc
 * tfx_bsl's QuantilesSketch (the one TFDV's BasicStatsGenerator uses, eps 0.01): median,
   quantiles and standard histograms and the num_values histogram. Ranks within 1% of the count
   (integers and value counts go in as distinct values with their counts as weights);
-* tfx_bsl's MisraGriesSketch (1,000 counters, as TFDV's sketch-based top-k): top_values and
-  rank_histogram. Exact when a split's feature holds at most 1,000 distinct values; otherwise
-  each count errs by at most N / 1,000 (N the feature's values in the split) and any value
-  more frequent than that is listed;
-* tfx_bsl's KmvSketch (1,024 minimum hashes): string `unique`. Exact up to 1,024 distinct
-  values; beyond, a relative standard error of about 1/sqrt(1,024) ≈ 3%.
+* top_values, rank_histogram and string `unique`: exact counts (Arrow's group-by) while a
+  feature's distinct values and counts in a split fit in EXACT_COUNTS_BYTES (1 MiB, ~40,000
+  short values); beyond, tfx_bsl's MisraGriesSketch (1,000 counters, as TFDV's sketch-based
+  top-k: exact with at most 1,000 distinct values, otherwise each count within N / 1,000, N the
+  feature's values in the split, and every value more frequent than that listed) and
+  KmvSketch (1,024 hashes: `unique` exact up to 1,024, beyond ~3% standard error).
 
 Histograms, top-k and proto layout come from TFDV's own helpers (`quantiles_util`,
 `top_k_uniques_stats_util`), with StatsOptions' defaults, so the output has stock
@@ -46,6 +46,9 @@ NUM_VALUES_HISTOGRAM_BUCKETS = 10
 NUM_HISTOGRAM_BUCKETS = 10
 NUM_QUANTILES_HISTOGRAM_BUCKETS = 10
 QUANTILES_EPSILON = 0.01
+# String values are counted exactly while a feature's distinct values and counts of one split fit
+# in this many bytes (~40,000 short values); beyond, by a Misra-Gries sketch.
+EXACT_COUNTS_BYTES = 1 << 20
 NUM_KMV_BUCKETS = 1024
 # As TFDV's BasicStatsGenerator: the equi-width histogram is read off 100x finer quantiles.
 _STD_HISTOGRAM_QUANTILES_FACTOR = 100
@@ -68,6 +71,88 @@ def _distinct_with_weights(values: pa.Array) -> tuple[pa.Array, pa.Array]:
     return counts.field("values"), counts.field("counts").cast(pa.float64())
 
 
+def _large_as_placeholder(values: pa.Array, counts: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """Values over LARGE_STRING_THRESHOLD bytes counted as one placeholder value, as TFDV's
+    top-k does (tfx_bsl's sketch does it only for values added one by one)."""
+    large = pc.greater(pc.binary_length(values), LARGE_STRING_THRESHOLD)
+    kept = pc.invert(large)
+    placeholder = pa.array([LARGE_BYTES_PLACEHOLDER.encode()], values.type)
+    total = pa.array([pc.sum(counts.filter(large)).as_py()], counts.type)
+    return (
+        pa.concat_arrays([values.filter(kept), placeholder]),
+        pa.concat_arrays([counts.filter(kept), total]),
+    )
+
+
+def _misra_gries() -> MisraGriesSketch:
+    return MisraGriesSketch(
+        num_buckets=NUM_RANK_HISTOGRAM_BUCKETS,
+        invalid_utf8_placeholder=NON_UTF8_PLACEHOLDER,
+        large_string_threshold=LARGE_STRING_THRESHOLD,
+        large_string_placeholder=LARGE_BYTES_PLACEHOLDER,
+    )
+
+
+class ValueCounts:
+    """Counts of a feature's string values: exact while they fit in EXACT_COUNTS_BYTES, then a
+    Misra-Gries sketch. Batches' value counts are buffered and summed by Arrow's group-by, so
+    the sketch (~100 ns a value) only sees each value once per compaction, if at all."""
+
+    def __init__(self):
+        self.pending: list[pa.Table] = []  # value counts not yet summed (v, w)
+        self.pending_bytes = 0
+        self.exact: Optional[pa.Table] = None  # (v, w): every value seen, with its count
+        self.sketch: Optional[MisraGriesSketch] = None
+
+    def add(self, values: pa.Array, counts: pa.Array) -> None:
+        self.pending.append(pa.table({"v": values, "w": counts.cast(pa.int64())}))
+        self.pending_bytes += self.pending[-1].nbytes
+        if self.pending_bytes > EXACT_COUNTS_BYTES:
+            self.compact()
+
+    def compact(self, to_sketch: bool = False) -> None:
+        """Sum the buffered counts; into the sketch once they outgrow EXACT_COUNTS_BYTES."""
+        parts = self.pending + ([self.exact] if self.exact is not None else [])
+        self.pending, self.pending_bytes, self.exact = [], 0, None
+        if not parts:
+            return
+        summed = pa.concat_tables(parts).group_by("v").aggregate([("w", "sum")])
+        summed = pa.table({"v": summed["v"], "w": summed["w_sum"]})
+        if self.sketch is None and not to_sketch and summed.nbytes <= EXACT_COUNTS_BYTES:
+            self.exact = summed
+            return
+        if self.sketch is None:
+            self.sketch = _misra_gries()
+        # In value order: Arrow's threaded group-by may order groups differently run to run.
+        summed = summed.take(pc.sort_indices(summed, [("v", "ascending")]))
+        self.sketch.AddValues(
+            summed["v"].combine_chunks(), summed["w"].combine_chunks().cast(pa.float32())
+        )
+
+    def merge(self, other: ValueCounts) -> None:
+        other.compact()
+        if other.exact is not None:
+            self.pending.append(other.exact)
+            self.pending_bytes += other.exact.nbytes
+        self.compact(to_sketch=other.sketch is not None)
+        if other.sketch is not None:
+            if self.sketch is None:
+                self.sketch = _misra_gries()
+            self.sketch.Merge(other.sketch)
+
+    def top(self, k: int) -> tuple[list[tuple[bytes, float]], Optional[int]]:
+        """The k most frequent (value, count) pairs (ties: the larger value first, as TFDV
+        orders them), and the exact number of distinct values when counted exactly."""
+        self.compact()
+        if self.exact is None:
+            pairs = self.sketch.Estimate().to_pylist()
+            return [(pair["values"], pair["counts"]) for pair in pairs], None
+        order = pc.sort_indices(self.exact, [("w", "descending"), ("v", "descending")])
+        first = self.exact.take(order[:k])
+        pairs = zip(first["v"].to_pylist(), first["w"].to_pylist(), strict=True)
+        return list(pairs), self.exact.num_rows
+
+
 class FeatureStatistics:
     """The mergeable state of one feature over the rows of one split."""
 
@@ -87,8 +172,9 @@ class FeatureStatistics:
         self.quantiles: Optional[QuantilesSketch] = None
         # strings
         self.total_bytes = self.invalid_utf8 = 0
-        self.top: Optional[MisraGriesSketch] = None
+        self.top: Optional[ValueCounts] = None
         self.distinct: Optional[KmvSketch] = None
+        self.large_seen = False  # long values were counted as one placeholder value
 
     def add(self, fv: FeatureValues, rows: Optional[np.ndarray]) -> None:
         """Add the rows of `fv` selected by the boolean mask `rows` (None: all rows)."""
@@ -177,25 +263,13 @@ class FeatureStatistics:
         self.total_bytes += int(lengths.sum())
         self.invalid_utf8 += int(array_util.CountInvalidUTF8(strings))
         if self.top is None:
-            self.top = MisraGriesSketch(
-                num_buckets=NUM_RANK_HISTOGRAM_BUCKETS,
-                invalid_utf8_placeholder=NON_UTF8_PLACEHOLDER,
-                large_string_threshold=LARGE_STRING_THRESHOLD,
-                large_string_placeholder=LARGE_BYTES_PLACEHOLDER,
-            )
-            self.distinct = KmvSketch(NUM_KMV_BUCKETS)
+            self.top, self.distinct = ValueCounts(), KmvSketch(NUM_KMV_BUCKETS)
         distinct, weights = _distinct_with_weights(strings)
         self.distinct.AddValues(distinct)
-        # Weighted: the sketch sees each distinct value once. tfx_bsl applies its large-string
-        # placeholder to unweighted values only, so long values go in unweighted.
         if len(lengths) and lengths.max() > LARGE_STRING_THRESHOLD:
-            large = pc.greater(pc.binary_length(distinct), LARGE_STRING_THRESHOLD)
-            self.top.AddValues(
-                strings.filter(pc.greater(pc.binary_length(strings), LARGE_STRING_THRESHOLD))
-            )
-            keep = pc.invert(large)
-            distinct, weights = distinct.filter(keep), weights.filter(keep)
-        self.top.AddValues(distinct, weights.cast(pa.float32()))
+            self.large_seen = True
+            distinct, weights = _large_as_placeholder(distinct, weights)
+        self.top.add(distinct, weights)
 
     def merge(self, other: FeatureStatistics) -> None:
         self.num_non_missing += other.num_non_missing
@@ -211,7 +285,12 @@ class FeatureStatistics:
         self.finite_max = max(self.finite_max, other.finite_max)
         self.total_bytes += other.total_bytes
         self.invalid_utf8 += other.invalid_utf8
-        for name in ("num_values", "quantiles", "top", "distinct"):
+        self.large_seen = self.large_seen or other.large_seen
+        if self.top is None:
+            self.top = other.top
+        elif other.top is not None:
+            self.top.merge(other.top)
+        for name in ("num_values", "quantiles", "distinct"):
             mine, theirs = getattr(self, name), getattr(other, name)
             if mine is None:
                 setattr(self, name, theirs)
@@ -307,7 +386,7 @@ def _numeric_proto(stats: FeatureStatistics, out) -> None:
 
 
 def _string_proto(name: str, stats: FeatureStatistics, out) -> None:
-    """As TFDV fills StringStatistics, top-k and uniques from its sketch-based generator."""
+    """As TFDV fills StringStatistics, top-k and uniques (its helper, fed our counts)."""
     from tensorflow_data_validation import types
     from tensorflow_data_validation.utils import top_k_uniques_stats_util as top_k
 
@@ -316,16 +395,16 @@ def _string_proto(name: str, stats: FeatureStatistics, out) -> None:
     out.invalid_utf8_count = stats.invalid_utf8
     if stats.top is None:
         return
-    counts = [
-        top_k.FeatureValueCount(pair["values"], pair["counts"])
-        for pair in stats.top.Estimate().to_pylist()
-    ]
+    pairs, exact_unique = stats.top.top(NUM_RANK_HISTOGRAM_BUCKETS)
     topk = top_k.make_feature_stats_proto_topk_uniques(
         feature_path=types.FeaturePath([name]),
         num_top_values=NUM_TOP_VALUES,
         num_rank_histogram_buckets=NUM_RANK_HISTOGRAM_BUCKETS,
-        num_unique=stats.distinct.Estimate(),
-        value_count_list=counts,
+        # Counted exactly unless long values were merged into their placeholder.
+        num_unique=stats.distinct.Estimate()
+        if exact_unique is None or stats.large_seen
+        else exact_unique,
+        value_count_list=[top_k.FeatureValueCount(v, c) for v, c in pairs],
     )
     out.MergeFrom(topk.string_stats)
 
