@@ -27,6 +27,7 @@ keeps its type (stock TFDV would call it STRING).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Optional, Sequence
 
@@ -69,6 +70,51 @@ def _distinct_with_weights(values: pa.Array) -> tuple[pa.Array, pa.Array]:
     few distinct values (most integers, value counts, categories) instead of every value."""
     counts = pc.value_counts(values)
     return counts.field("values"), counts.field("counts").cast(pa.float64())
+
+
+@dataclasses.dataclass
+class BatchStrings:
+    """A BYTES feature's values over a whole batch, dictionary-encoded once for all its splits:
+    a split's value counts are then a numpy bincount, not a hash pass of its own."""
+
+    strings: pa.Array  # every value of the batch
+    indices: np.ndarray  # each value's entry in `dictionary`
+    dictionary: pa.Array
+    any_invalid_utf8: bool
+
+    @classmethod
+    def of(cls, fv: FeatureValues) -> BatchStrings:
+        strings = _strings(fv)
+        encoded = pc.dictionary_encode(strings)
+        dictionary = encoded.dictionary
+        return cls(
+            strings,
+            encoded.indices.to_numpy(zero_copy_only=False),
+            dictionary,
+            bool(array_util.CountInvalidUTF8(dictionary)),
+        )
+
+    def counts(self, mask: Optional[np.ndarray]) -> tuple[pa.Array, pa.Array]:
+        """The distinct values `mask` selects and their counts."""
+        indices = self.indices if mask is None else self.indices[mask]
+        counts = np.bincount(indices, minlength=len(self.dictionary))
+        present = np.flatnonzero(counts)
+        return self.dictionary.take(pa.array(present)), pa.array(counts[present], pa.int64())
+
+
+def _strings(fv: FeatureValues) -> pa.Array:
+    """A BYTES feature's values as an Arrow array over the encoder's buffers (no copy)."""
+    offsets = fv.values[: fv.row_splits[-1] + 1]
+    return pa.Array.from_buffers(
+        pa.large_binary(),
+        len(offsets) - 1,
+        [None, pa.py_buffer(offsets), pa.py_buffer(fv.data)],
+    )
+
+
+def batch_strings(values: Sequence[tuple[Feature, FeatureValues]]) -> dict[str, BatchStrings]:
+    """`BatchStrings` of every BYTES feature of a batch (for `SplitStatistics.add`)."""
+    return {f.name: BatchStrings.of(fv) for f, fv in values if f.kind == Kind.BYTES}
 
 
 def _large_as_placeholder(values: pa.Array, counts: pa.Array) -> tuple[pa.Array, pa.Array]:
@@ -176,8 +222,14 @@ class FeatureStatistics:
         self.distinct: Optional[KmvSketch] = None
         self.large_seen = False  # long values were counted as one placeholder value
 
-    def add(self, fv: FeatureValues, rows: Optional[np.ndarray]) -> None:
-        """Add the rows of `fv` selected by the boolean mask `rows` (None: all rows)."""
+    def add(
+        self,
+        fv: FeatureValues,
+        rows: Optional[np.ndarray],
+        shared: Optional[BatchStrings] = None,
+    ) -> None:
+        """Add the rows of `fv` selected by the boolean mask `rows` (None: all rows); `shared`:
+        the batch's strings of this feature, encoded once for every split."""
         valid = fv.valid if rows is None else fv.valid & rows
         if self.scalar:
             present_rows = int(np.count_nonzero(valid))
@@ -194,7 +246,7 @@ class FeatureStatistics:
             # Value i belongs to the row whose [row_splits[r], row_splits[r + 1]) holds it.
             mask = None if len(present) == len(valid) else np.repeat(valid, counts)
         if self.kind == Kind.BYTES:
-            self._add_bytes(fv, mask)
+            self._add_bytes(fv, mask, shared or BatchStrings.of(fv))
         else:
             self._add_numbers(fv.values[: fv.row_splits[-1]], mask)
 
@@ -249,22 +301,17 @@ class FeatureStatistics:
         self.m2 += m2 + delta * delta * self.count * count / total
         self.count = total
 
-    def _add_bytes(self, fv: FeatureValues, mask: Optional[np.ndarray]) -> None:
-        offsets = fv.values[: fv.row_splits[-1] + 1]
-        strings = pa.Array.from_buffers(
-            pa.large_binary(),
-            len(offsets) - 1,
-            [None, pa.py_buffer(offsets), pa.py_buffer(fv.data)],
-        )
-        lengths = np.diff(offsets)
+    def _add_bytes(self, fv: FeatureValues, mask: Optional[np.ndarray], batch: BatchStrings):
+        lengths = np.diff(fv.values[: fv.row_splits[-1] + 1])
         if mask is not None:
-            strings = strings.filter(pa.array(mask))
             lengths = lengths[mask]
         self.total_bytes += int(lengths.sum())
-        self.invalid_utf8 += int(array_util.CountInvalidUTF8(strings))
+        if batch.any_invalid_utf8:
+            chosen = batch.strings if mask is None else batch.strings.filter(pa.array(mask))
+            self.invalid_utf8 += int(array_util.CountInvalidUTF8(chosen))
         if self.top is None:
             self.top, self.distinct = ValueCounts(), KmvSketch(NUM_KMV_BUCKETS)
-        distinct, weights = _distinct_with_weights(strings)
+        distinct, weights = batch.counts(mask)
         self.distinct.AddValues(distinct)
         if len(lengths) and lengths.max() > LARGE_STRING_THRESHOLD:
             self.large_seen = True
@@ -308,13 +355,18 @@ class SplitStatistics:
         }
 
     def add(
-        self, values: Sequence[tuple[Feature, FeatureValues]], rows: Optional[np.ndarray]
+        self,
+        values: Sequence[tuple[Feature, FeatureValues]],
+        rows: Optional[np.ndarray],
+        strings: Optional[dict[str, BatchStrings]] = None,
     ) -> None:
-        """Add a batch's encoded features (`encoding.feature_columns`), the rows `rows` selects."""
+        """Add a batch's encoded features (`encoding.feature_columns`), the rows `rows` selects;
+        `strings`: `batch_strings(values)`, computed once when several splits share a batch."""
         num_rows = len(values[0][1].valid) if values else 0
         self.num_examples += num_rows if rows is None else int(np.count_nonzero(rows))
         for feature, fv in values:
-            self.features[feature.name].add(fv, rows)
+            shared = strings.get(feature.name) if strings else None
+            self.features[feature.name].add(fv, rows, shared)
 
     def merge(self, other: SplitStatistics) -> SplitStatistics:
         self.num_examples += other.num_examples

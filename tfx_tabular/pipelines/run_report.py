@@ -58,7 +58,11 @@ def _lineage(store, types: dict, model) -> list[str]:
         parents = _inputs_of_producer(store, chain[-1])
         if not parents:
             break
-        chain.append(next((a for a in parents if types[a.type_id] == "Schema"), parents[0]))
+        # Through the Schema, then the Examples (ParquetSchemaGen may read statistics too).
+        ranked = sorted(
+            parents, key=lambda a: {"Schema": 0, "Examples": 1}.get(types[a.type_id], 2)
+        )
+        chain.append(ranked[0])
     return [f"{types[a.type_id]}#{a.id}" for a in reversed(chain)]
 
 
