@@ -73,25 +73,25 @@ def _distinct_with_weights(values: pa.Array) -> tuple[pa.Array, pa.Array]:
 
 
 @dataclasses.dataclass
-class BatchStrings:
-    """A BYTES feature's values over a whole batch, dictionary-encoded once for all its splits:
-    a split's value counts are then a numpy bincount, not a hash pass of its own."""
+class BatchValues:
+    """A BYTES or INT feature's values over a whole batch, dictionary-encoded once for all its
+    splits: a split's value counts are then a numpy bincount, not a hash pass of its own."""
 
-    strings: pa.Array  # every value of the batch
+    values: pa.Array  # every value of the batch
     indices: np.ndarray  # each value's entry in `dictionary`
     dictionary: pa.Array
     any_invalid_utf8: bool
 
     @classmethod
-    def of(cls, fv: FeatureValues) -> BatchStrings:
-        strings = _strings(fv)
-        encoded = pc.dictionary_encode(strings)
+    def of(cls, fv: FeatureValues, kind: Kind) -> BatchValues:
+        values = _strings(fv) if kind == Kind.BYTES else pa.array(fv.values[: fv.row_splits[-1]])
+        encoded = pc.dictionary_encode(values)
         dictionary = encoded.dictionary
         return cls(
-            strings,
+            values,
             encoded.indices.to_numpy(zero_copy_only=False),
             dictionary,
-            bool(array_util.CountInvalidUTF8(dictionary)),
+            kind == Kind.BYTES and bool(array_util.CountInvalidUTF8(dictionary)),
         )
 
     def counts(self, mask: Optional[np.ndarray]) -> tuple[pa.Array, pa.Array]:
@@ -112,9 +112,9 @@ def _strings(fv: FeatureValues) -> pa.Array:
     )
 
 
-def batch_strings(values: Sequence[tuple[Feature, FeatureValues]]) -> dict[str, BatchStrings]:
-    """`BatchStrings` of every BYTES feature of a batch (for `SplitStatistics.add`)."""
-    return {f.name: BatchStrings.of(fv) for f, fv in values if f.kind == Kind.BYTES}
+def batch_values(values: Sequence[tuple[Feature, FeatureValues]]) -> dict[str, BatchValues]:
+    """`BatchValues` of every BYTES and INT feature of a batch (for `SplitStatistics.add`)."""
+    return {f.name: BatchValues.of(fv, f.kind) for f, fv in values if f.kind != Kind.FLOAT}
 
 
 def _large_as_placeholder(values: pa.Array, counts: pa.Array) -> tuple[pa.Array, pa.Array]:
@@ -226,10 +226,10 @@ class FeatureStatistics:
         self,
         fv: FeatureValues,
         rows: Optional[np.ndarray],
-        shared: Optional[BatchStrings] = None,
+        shared: Optional[BatchValues] = None,
     ) -> None:
         """Add the rows of `fv` selected by the boolean mask `rows` (None: all rows); `shared`:
-        the batch's strings of this feature, encoded once for every split."""
+        the batch's values of this feature, encoded once for every split."""
         valid = fv.valid if rows is None else fv.valid & rows
         if self.scalar:
             present_rows = int(np.count_nonzero(valid))
@@ -245,10 +245,12 @@ class FeatureStatistics:
             self._add_value_counts(*_distinct_with_weights(pa.array(present)))
             # Value i belongs to the row whose [row_splits[r], row_splits[r + 1]) holds it.
             mask = None if len(present) == len(valid) else np.repeat(valid, counts)
+        if self.kind != Kind.FLOAT and shared is None:
+            shared = BatchValues.of(fv, self.kind)
         if self.kind == Kind.BYTES:
-            self._add_bytes(fv, mask, shared or BatchStrings.of(fv))
+            self._add_bytes(fv, mask, shared)
         else:
-            self._add_numbers(fv.values[: fv.row_splits[-1]], mask)
+            self._add_numbers(fv.values[: fv.row_splits[-1]], mask, shared)
 
     def _add_value_counts(self, counts: pa.Array, rows: pa.Array) -> None:
         """Rows with each number of values: `rows[i]` rows hold `counts[i]` values."""
@@ -261,7 +263,9 @@ class FeatureStatistics:
             self.num_values = _quantiles_sketch()
         self.num_values.AddValues(counts, rows)
 
-    def _add_numbers(self, values: np.ndarray, mask: Optional[np.ndarray]) -> None:
+    def _add_numbers(
+        self, values: np.ndarray, mask: Optional[np.ndarray], batch: Optional[BatchValues]
+    ) -> None:
         if mask is not None:
             values = values[mask]
         if self.kind == Kind.FLOAT:
@@ -286,9 +290,10 @@ class FeatureStatistics:
         self._merge_moments(len(values), mean, float(np.square(as_double - mean).sum()))
         if self.quantiles is None:
             self.quantiles = _quantiles_sketch()
-        if self.kind == Kind.INT:
-            self.quantiles.AddValues(*_distinct_with_weights(pa.array(values)))
-        else:  # mostly distinct: counting them first would cost more than it saves
+        if batch is not None:  # integers: distinct values with their counts as weights
+            distinct, counts = batch.counts(mask)
+            self.quantiles.AddValues(distinct, counts.cast(pa.float64()))
+        else:  # floats are mostly distinct: counting them first would cost more than it saves
             self.quantiles.AddValues(pa.array(values))
 
     def _merge_moments(self, count: int, mean: float, m2: float) -> None:
@@ -301,13 +306,13 @@ class FeatureStatistics:
         self.m2 += m2 + delta * delta * self.count * count / total
         self.count = total
 
-    def _add_bytes(self, fv: FeatureValues, mask: Optional[np.ndarray], batch: BatchStrings):
+    def _add_bytes(self, fv: FeatureValues, mask: Optional[np.ndarray], batch: BatchValues):
         lengths = np.diff(fv.values[: fv.row_splits[-1] + 1])
         if mask is not None:
             lengths = lengths[mask]
         self.total_bytes += int(lengths.sum())
         if batch.any_invalid_utf8:
-            chosen = batch.strings if mask is None else batch.strings.filter(pa.array(mask))
+            chosen = batch.values if mask is None else batch.values.filter(pa.array(mask))
             self.invalid_utf8 += int(array_util.CountInvalidUTF8(chosen))
         if self.top is None:
             self.top, self.distinct = ValueCounts(), KmvSketch(NUM_KMV_BUCKETS)
@@ -358,15 +363,14 @@ class SplitStatistics:
         self,
         values: Sequence[tuple[Feature, FeatureValues]],
         rows: Optional[np.ndarray],
-        strings: Optional[dict[str, BatchStrings]] = None,
+        shared: Optional[dict[str, BatchValues]] = None,
     ) -> None:
         """Add a batch's encoded features (`encoding.feature_columns`), the rows `rows` selects;
-        `strings`: `batch_strings(values)`, computed once when several splits share a batch."""
+        `shared`: `batch_values(values)`, computed once when several splits share a batch."""
         num_rows = len(values[0][1].valid) if values else 0
         self.num_examples += num_rows if rows is None else int(np.count_nonzero(rows))
         for feature, fv in values:
-            shared = strings.get(feature.name) if strings else None
-            self.features[feature.name].add(fv, rows, shared)
+            self.features[feature.name].add(fv, rows, (shared or {}).get(feature.name))
 
     def merge(self, other: SplitStatistics) -> SplitStatistics:
         self.num_examples += other.num_examples
