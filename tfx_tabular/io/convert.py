@@ -231,13 +231,12 @@ class ConvertShard(beam.DoFn):
                 except encoding.ConversionError as e:
                     raise InputError(f"{info.path}: {e}") from None
                 split_ids = self._split_ids(encoded, batch, info.relative)
-                shared = statistics.batch_values(columns) if split_stats is not None else None
                 for s, writer in enumerate(writers):
                     in_split = split_ids == s
                     chosen = np.flatnonzero(in_split)
                     if split_stats is not None and len(chosen):
                         everything = len(chosen) == len(split_ids)
-                        split_stats[s].add(columns, None if everything else in_split, shared)
+                        split_stats[s].add(columns, None if everything else in_split)
                     if len(chosen) == len(split_ids):
                         writer.write(encoded.buffer)
                     elif len(chosen):

@@ -12,12 +12,12 @@ result does not depend on how rows were split into batches, except where a sketc
 * tfx_bsl's QuantilesSketch (the one TFDV's BasicStatsGenerator uses, eps 0.01): median,
   quantiles and standard histograms and the num_values histogram. Ranks within 1% of the count
   (integers and value counts go in as distinct values with their counts as weights);
-* top_values, rank_histogram and string `unique`: exact counts (Arrow's group-by) while a
-  feature's distinct values and counts in a split fit in EXACT_COUNTS_BYTES (1 MiB, ~40,000
-  short values); beyond, tfx_bsl's MisraGriesSketch (1,000 counters, as TFDV's sketch-based
-  top-k: exact with at most 1,000 distinct values, otherwise each count within N / 1,000, N the
-  feature's values in the split, and every value more frequent than that listed) and
-  KmvSketch (1,024 hashes: `unique` exact up to 1,024, beyond ~3% standard error).
+* tfx_bsl's MisraGriesSketch (1,000 counters, as TFDV's sketch-based top-k): top_values and
+  rank_histogram. Exact when a split's feature holds at most 1,000 distinct values; otherwise
+  each count errs by at most N / 1,000 (N the feature's values in the split) and any value
+  more frequent than that is listed;
+* tfx_bsl's KmvSketch (1,024 minimum hashes): string `unique`. Exact up to 1,024 distinct
+  values; beyond, a relative standard error of about 1/sqrt(1,024) ≈ 3%.
 
 Histograms, top-k and proto layout come from TFDV's own helpers (`quantiles_util`,
 `top_k_uniques_stats_util`), with StatsOptions' defaults, so the output has stock
@@ -27,7 +27,6 @@ keeps its type (stock TFDV would call it STRING).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Optional, Sequence
 
@@ -47,9 +46,6 @@ NUM_VALUES_HISTOGRAM_BUCKETS = 10
 NUM_HISTOGRAM_BUCKETS = 10
 NUM_QUANTILES_HISTOGRAM_BUCKETS = 10
 QUANTILES_EPSILON = 0.01
-# String values are counted exactly while a feature's distinct values and counts of one split fit
-# in this many bytes (~40,000 short values); beyond, by a Misra-Gries sketch.
-EXACT_COUNTS_BYTES = 1 << 20
 NUM_KMV_BUCKETS = 1024
 # As TFDV's BasicStatsGenerator: the equi-width histogram is read off 100x finer quantiles.
 _STD_HISTOGRAM_QUANTILES_FACTOR = 100
@@ -72,133 +68,6 @@ def _distinct_with_weights(values: pa.Array) -> tuple[pa.Array, pa.Array]:
     return counts.field("values"), counts.field("counts").cast(pa.float64())
 
 
-@dataclasses.dataclass
-class BatchValues:
-    """A BYTES or INT feature's values over a whole batch, dictionary-encoded once for all its
-    splits: a split's value counts are then a numpy bincount, not a hash pass of its own."""
-
-    values: pa.Array  # every value of the batch
-    indices: np.ndarray  # each value's entry in `dictionary`
-    dictionary: pa.Array
-    any_invalid_utf8: bool
-
-    @classmethod
-    def of(cls, fv: FeatureValues, kind: Kind) -> BatchValues:
-        values = _strings(fv) if kind == Kind.BYTES else pa.array(fv.values[: fv.row_splits[-1]])
-        encoded = pc.dictionary_encode(values)
-        dictionary = encoded.dictionary
-        return cls(
-            values,
-            encoded.indices.to_numpy(zero_copy_only=False),
-            dictionary,
-            kind == Kind.BYTES and bool(array_util.CountInvalidUTF8(dictionary)),
-        )
-
-    def counts(self, mask: Optional[np.ndarray]) -> tuple[pa.Array, pa.Array]:
-        """The distinct values `mask` selects and their counts."""
-        indices = self.indices if mask is None else self.indices[mask]
-        counts = np.bincount(indices, minlength=len(self.dictionary))
-        present = np.flatnonzero(counts)
-        return self.dictionary.take(pa.array(present)), pa.array(counts[present], pa.int64())
-
-
-def _strings(fv: FeatureValues) -> pa.Array:
-    """A BYTES feature's values as an Arrow array over the encoder's buffers (no copy)."""
-    offsets = fv.values[: fv.row_splits[-1] + 1]
-    return pa.Array.from_buffers(
-        pa.large_binary(),
-        len(offsets) - 1,
-        [None, pa.py_buffer(offsets), pa.py_buffer(fv.data)],
-    )
-
-
-def batch_values(values: Sequence[tuple[Feature, FeatureValues]]) -> dict[str, BatchValues]:
-    """`BatchValues` of every BYTES and INT feature of a batch (for `SplitStatistics.add`)."""
-    return {f.name: BatchValues.of(fv, f.kind) for f, fv in values if f.kind != Kind.FLOAT}
-
-
-def _large_as_placeholder(values: pa.Array, counts: pa.Array) -> tuple[pa.Array, pa.Array]:
-    """Values over LARGE_STRING_THRESHOLD bytes counted as one placeholder value, as TFDV's
-    top-k does (tfx_bsl's sketch does it only for values added one by one)."""
-    large = pc.greater(pc.binary_length(values), LARGE_STRING_THRESHOLD)
-    kept = pc.invert(large)
-    placeholder = pa.array([LARGE_BYTES_PLACEHOLDER.encode()], values.type)
-    total = pa.array([pc.sum(counts.filter(large)).as_py()], counts.type)
-    return (
-        pa.concat_arrays([values.filter(kept), placeholder]),
-        pa.concat_arrays([counts.filter(kept), total]),
-    )
-
-
-def _misra_gries() -> MisraGriesSketch:
-    return MisraGriesSketch(
-        num_buckets=NUM_RANK_HISTOGRAM_BUCKETS,
-        invalid_utf8_placeholder=NON_UTF8_PLACEHOLDER,
-        large_string_threshold=LARGE_STRING_THRESHOLD,
-        large_string_placeholder=LARGE_BYTES_PLACEHOLDER,
-    )
-
-
-class ValueCounts:
-    """Counts of a feature's string values: exact while they fit in EXACT_COUNTS_BYTES, then a
-    Misra-Gries sketch. Batches' value counts are buffered and summed by Arrow's group-by, so
-    the sketch (~100 ns a value) only sees each value once per compaction, if at all."""
-
-    def __init__(self):
-        self.pending: list[pa.Table] = []  # value counts not yet summed (v, w)
-        self.pending_bytes = 0
-        self.exact: Optional[pa.Table] = None  # (v, w): every value seen, with its count
-        self.sketch: Optional[MisraGriesSketch] = None
-
-    def add(self, values: pa.Array, counts: pa.Array) -> None:
-        self.pending.append(pa.table({"v": values, "w": counts.cast(pa.int64())}))
-        self.pending_bytes += self.pending[-1].nbytes
-        if self.pending_bytes > EXACT_COUNTS_BYTES:
-            self.compact()
-
-    def compact(self, to_sketch: bool = False) -> None:
-        """Sum the buffered counts; into the sketch once they outgrow EXACT_COUNTS_BYTES."""
-        parts = self.pending + ([self.exact] if self.exact is not None else [])
-        self.pending, self.pending_bytes, self.exact = [], 0, None
-        if not parts:
-            return
-        summed = pa.concat_tables(parts).group_by("v").aggregate([("w", "sum")])
-        summed = pa.table({"v": summed["v"], "w": summed["w_sum"]})
-        if self.sketch is None and not to_sketch and summed.nbytes <= EXACT_COUNTS_BYTES:
-            self.exact = summed
-            return
-        if self.sketch is None:
-            self.sketch = _misra_gries()
-        # In value order: Arrow's threaded group-by may order groups differently run to run.
-        summed = summed.take(pc.sort_indices(summed, [("v", "ascending")]))
-        self.sketch.AddValues(
-            summed["v"].combine_chunks(), summed["w"].combine_chunks().cast(pa.float32())
-        )
-
-    def merge(self, other: ValueCounts) -> None:
-        other.compact()
-        if other.exact is not None:
-            self.pending.append(other.exact)
-            self.pending_bytes += other.exact.nbytes
-        self.compact(to_sketch=other.sketch is not None)
-        if other.sketch is not None:
-            if self.sketch is None:
-                self.sketch = _misra_gries()
-            self.sketch.Merge(other.sketch)
-
-    def top(self, k: int) -> tuple[list[tuple[bytes, float]], Optional[int]]:
-        """The k most frequent (value, count) pairs (ties: the larger value first, as TFDV
-        orders them), and the exact number of distinct values when counted exactly."""
-        self.compact()
-        if self.exact is None:
-            pairs = self.sketch.Estimate().to_pylist()
-            return [(pair["values"], pair["counts"]) for pair in pairs], None
-        order = pc.sort_indices(self.exact, [("w", "descending"), ("v", "descending")])
-        first = self.exact.take(order[:k])
-        pairs = zip(first["v"].to_pylist(), first["w"].to_pylist(), strict=True)
-        return list(pairs), self.exact.num_rows
-
-
 class FeatureStatistics:
     """The mergeable state of one feature over the rows of one split."""
 
@@ -218,18 +87,11 @@ class FeatureStatistics:
         self.quantiles: Optional[QuantilesSketch] = None
         # strings
         self.total_bytes = self.invalid_utf8 = 0
-        self.top: Optional[ValueCounts] = None
+        self.top: Optional[MisraGriesSketch] = None
         self.distinct: Optional[KmvSketch] = None
-        self.large_seen = False  # long values were counted as one placeholder value
 
-    def add(
-        self,
-        fv: FeatureValues,
-        rows: Optional[np.ndarray],
-        shared: Optional[BatchValues] = None,
-    ) -> None:
-        """Add the rows of `fv` selected by the boolean mask `rows` (None: all rows); `shared`:
-        the batch's values of this feature, encoded once for every split."""
+    def add(self, fv: FeatureValues, rows: Optional[np.ndarray]) -> None:
+        """Add the rows of `fv` selected by the boolean mask `rows` (None: all rows)."""
         valid = fv.valid if rows is None else fv.valid & rows
         if self.scalar:
             present_rows = int(np.count_nonzero(valid))
@@ -245,12 +107,10 @@ class FeatureStatistics:
             self._add_value_counts(*_distinct_with_weights(pa.array(present)))
             # Value i belongs to the row whose [row_splits[r], row_splits[r + 1]) holds it.
             mask = None if len(present) == len(valid) else np.repeat(valid, counts)
-        if self.kind != Kind.FLOAT and shared is None:
-            shared = BatchValues.of(fv, self.kind)
         if self.kind == Kind.BYTES:
-            self._add_bytes(fv, mask, shared)
+            self._add_bytes(fv, mask)
         else:
-            self._add_numbers(fv.values[: fv.row_splits[-1]], mask, shared)
+            self._add_numbers(fv.values[: fv.row_splits[-1]], mask)
 
     def _add_value_counts(self, counts: pa.Array, rows: pa.Array) -> None:
         """Rows with each number of values: `rows[i]` rows hold `counts[i]` values."""
@@ -263,9 +123,7 @@ class FeatureStatistics:
             self.num_values = _quantiles_sketch()
         self.num_values.AddValues(counts, rows)
 
-    def _add_numbers(
-        self, values: np.ndarray, mask: Optional[np.ndarray], batch: Optional[BatchValues]
-    ) -> None:
+    def _add_numbers(self, values: np.ndarray, mask: Optional[np.ndarray]) -> None:
         if mask is not None:
             values = values[mask]
         if self.kind == Kind.FLOAT:
@@ -290,10 +148,9 @@ class FeatureStatistics:
         self._merge_moments(len(values), mean, float(np.square(as_double - mean).sum()))
         if self.quantiles is None:
             self.quantiles = _quantiles_sketch()
-        if batch is not None:  # integers: distinct values with their counts as weights
-            distinct, counts = batch.counts(mask)
-            self.quantiles.AddValues(distinct, counts.cast(pa.float64()))
-        else:  # floats are mostly distinct: counting them first would cost more than it saves
+        if self.kind == Kind.INT:
+            self.quantiles.AddValues(*_distinct_with_weights(pa.array(values)))
+        else:  # mostly distinct: counting them first would cost more than it saves
             self.quantiles.AddValues(pa.array(values))
 
     def _merge_moments(self, count: int, mean: float, m2: float) -> None:
@@ -306,22 +163,39 @@ class FeatureStatistics:
         self.m2 += m2 + delta * delta * self.count * count / total
         self.count = total
 
-    def _add_bytes(self, fv: FeatureValues, mask: Optional[np.ndarray], batch: BatchValues):
-        lengths = np.diff(fv.values[: fv.row_splits[-1] + 1])
+    def _add_bytes(self, fv: FeatureValues, mask: Optional[np.ndarray]) -> None:
+        offsets = fv.values[: fv.row_splits[-1] + 1]
+        strings = pa.Array.from_buffers(
+            pa.large_binary(),
+            len(offsets) - 1,
+            [None, pa.py_buffer(offsets), pa.py_buffer(fv.data)],
+        )
+        lengths = np.diff(offsets)
         if mask is not None:
+            strings = strings.filter(pa.array(mask))
             lengths = lengths[mask]
         self.total_bytes += int(lengths.sum())
-        if batch.any_invalid_utf8:
-            chosen = batch.values if mask is None else batch.values.filter(pa.array(mask))
-            self.invalid_utf8 += int(array_util.CountInvalidUTF8(chosen))
+        self.invalid_utf8 += int(array_util.CountInvalidUTF8(strings))
         if self.top is None:
-            self.top, self.distinct = ValueCounts(), KmvSketch(NUM_KMV_BUCKETS)
-        distinct, weights = batch.counts(mask)
+            self.top = MisraGriesSketch(
+                num_buckets=NUM_RANK_HISTOGRAM_BUCKETS,
+                invalid_utf8_placeholder=NON_UTF8_PLACEHOLDER,
+                large_string_threshold=LARGE_STRING_THRESHOLD,
+                large_string_placeholder=LARGE_BYTES_PLACEHOLDER,
+            )
+            self.distinct = KmvSketch(NUM_KMV_BUCKETS)
+        distinct, weights = _distinct_with_weights(strings)
         self.distinct.AddValues(distinct)
+        # Weighted: the sketch sees each distinct value once. tfx_bsl applies its large-string
+        # placeholder to unweighted values only, so long values go in unweighted.
         if len(lengths) and lengths.max() > LARGE_STRING_THRESHOLD:
-            self.large_seen = True
-            distinct, weights = _large_as_placeholder(distinct, weights)
-        self.top.add(distinct, weights)
+            large = pc.greater(pc.binary_length(distinct), LARGE_STRING_THRESHOLD)
+            self.top.AddValues(
+                strings.filter(pc.greater(pc.binary_length(strings), LARGE_STRING_THRESHOLD))
+            )
+            keep = pc.invert(large)
+            distinct, weights = distinct.filter(keep), weights.filter(keep)
+        self.top.AddValues(distinct, weights.cast(pa.float32()))
 
     def merge(self, other: FeatureStatistics) -> None:
         self.num_non_missing += other.num_non_missing
@@ -337,12 +211,7 @@ class FeatureStatistics:
         self.finite_max = max(self.finite_max, other.finite_max)
         self.total_bytes += other.total_bytes
         self.invalid_utf8 += other.invalid_utf8
-        self.large_seen = self.large_seen or other.large_seen
-        if self.top is None:
-            self.top = other.top
-        elif other.top is not None:
-            self.top.merge(other.top)
-        for name in ("num_values", "quantiles", "distinct"):
+        for name in ("num_values", "quantiles", "top", "distinct"):
             mine, theirs = getattr(self, name), getattr(other, name)
             if mine is None:
                 setattr(self, name, theirs)
@@ -360,17 +229,13 @@ class SplitStatistics:
         }
 
     def add(
-        self,
-        values: Sequence[tuple[Feature, FeatureValues]],
-        rows: Optional[np.ndarray],
-        shared: Optional[dict[str, BatchValues]] = None,
+        self, values: Sequence[tuple[Feature, FeatureValues]], rows: Optional[np.ndarray]
     ) -> None:
-        """Add a batch's encoded features (`encoding.feature_columns`), the rows `rows` selects;
-        `shared`: `batch_values(values)`, computed once when several splits share a batch."""
+        """Add a batch's encoded features (`encoding.feature_columns`), the rows `rows` selects."""
         num_rows = len(values[0][1].valid) if values else 0
         self.num_examples += num_rows if rows is None else int(np.count_nonzero(rows))
         for feature, fv in values:
-            self.features[feature.name].add(fv, rows, (shared or {}).get(feature.name))
+            self.features[feature.name].add(fv, rows)
 
     def merge(self, other: SplitStatistics) -> SplitStatistics:
         self.num_examples += other.num_examples
@@ -442,7 +307,7 @@ def _numeric_proto(stats: FeatureStatistics, out) -> None:
 
 
 def _string_proto(name: str, stats: FeatureStatistics, out) -> None:
-    """As TFDV fills StringStatistics, top-k and uniques (its helper, fed our counts)."""
+    """As TFDV fills StringStatistics, top-k and uniques from its sketch-based generator."""
     from tensorflow_data_validation import types
     from tensorflow_data_validation.utils import top_k_uniques_stats_util as top_k
 
@@ -451,16 +316,16 @@ def _string_proto(name: str, stats: FeatureStatistics, out) -> None:
     out.invalid_utf8_count = stats.invalid_utf8
     if stats.top is None:
         return
-    pairs, exact_unique = stats.top.top(NUM_RANK_HISTOGRAM_BUCKETS)
+    counts = [
+        top_k.FeatureValueCount(pair["values"], pair["counts"])
+        for pair in stats.top.Estimate().to_pylist()
+    ]
     topk = top_k.make_feature_stats_proto_topk_uniques(
         feature_path=types.FeaturePath([name]),
         num_top_values=NUM_TOP_VALUES,
         num_rank_histogram_buckets=NUM_RANK_HISTOGRAM_BUCKETS,
-        # Counted exactly unless long values were merged into their placeholder.
-        num_unique=stats.distinct.Estimate()
-        if exact_unique is None or stats.large_seen
-        else exact_unique,
-        value_count_list=[top_k.FeatureValueCount(v, c) for v, c in pairs],
+        num_unique=stats.distinct.Estimate(),
+        value_count_list=counts,
     )
     out.MergeFrom(topk.string_stats)
 
