@@ -3,7 +3,6 @@ mergeable in any batching, deterministic, and readable by TFDV's loaders and vis
 
 import glob
 import os
-import pickle
 
 import numpy as np
 import pyarrow as pa
@@ -27,7 +26,7 @@ def split_statistics(table: pa.Table, batch_rows: int, parts: int = 1):
             accumulator.add(columns, None if parts == 1 else owner == i)
     merged = statistics.SplitStatistics()
     for accumulator in accumulators:
-        merged.merge(pickle.loads(pickle.dumps(accumulator)))  # as Beam ships them
+        merged.merge(statistics.SplitStatistics.from_bytes(accumulator.to_bytes()))  # as shipped
     return merged
 
 

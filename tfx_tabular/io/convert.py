@@ -13,7 +13,6 @@ retried shard rewrites its own files whole.
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import json
 import posixpath
@@ -119,7 +118,8 @@ class _FileWriter:
 
 class ConvertShard(beam.DoFn):
     """Converts one shard (a list of row groups) into one temporary file per split; with
-    `with_statistics`, also outputs (split, (shard index, SplitStatistics)) to STATISTICS_TAG."""
+    `with_statistics`, also outputs (split, (shard index, SplitStatistics bytes)) to
+    STATISTICS_TAG."""
 
     def __init__(
         self,
@@ -203,7 +203,9 @@ class ConvertShard(beam.DoFn):
         yield stats
         if self._with_statistics:
             for name, split in zip(names, split_stats, strict=True):
-                yield beam.pvalue.TaggedOutput(STATISTICS_TAG, (name, (shard_index, split)))
+                yield beam.pvalue.TaggedOutput(
+                    STATISTICS_TAG, (name, (shard_index, split.to_bytes()))
+                )
 
     def _write_shard(
         self,
@@ -260,7 +262,7 @@ class _WriteSplitStatistics(beam.DoFn):
         name, parts = element
         merged = statistics.SplitStatistics()
         for _, part in sorted(parts, key=lambda item: item[0]):
-            merged.merge(copy.deepcopy(part))  # Beam's elements must not be modified
+            merged.merge(statistics.SplitStatistics.from_bytes(part))
         path = posixpath.join(
             self._temp_dir, FEATURE_STATS_DIR, f"Split-{name}", statistics.FILE_NAME
         )

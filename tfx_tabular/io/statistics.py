@@ -27,6 +27,8 @@ keeps its type (stock TFDV would call it STRING).
 
 from __future__ import annotations
 
+import base64
+import json
 import math
 from typing import Optional, Sequence
 
@@ -66,6 +68,28 @@ def _distinct_with_weights(values: pa.Array) -> tuple[pa.Array, pa.Array]:
     few distinct values (most integers, value counts, categories) instead of every value."""
     counts = pc.value_counts(values)
     return counts.field("values"), counts.field("counts").cast(pa.float64())
+
+
+# The sketch attributes of FeatureStatistics, and their classes.
+_SKETCHES = {
+    "num_values": QuantilesSketch,
+    "quantiles": QuantilesSketch,
+    "top": MisraGriesSketch,
+    "distinct": KmvSketch,
+}
+
+
+def _sketch_bytes(sketch) -> bytes:
+    # QuantilesSketch offers its state only through the pickling protocol's __getstate__.
+    return sketch.__getstate__() if isinstance(sketch, QuantilesSketch) else sketch.Serialize()
+
+
+def _sketch_from_bytes(kind, data: bytes):
+    if kind is QuantilesSketch:
+        sketch = QuantilesSketch.__new__(QuantilesSketch)
+        sketch.__setstate__(data)
+        return sketch
+    return kind.Deserialize(data)
 
 
 class FeatureStatistics:
@@ -197,6 +221,27 @@ class FeatureStatistics:
             distinct, weights = distinct.filter(keep), weights.filter(keep)
         self.top.AddValues(distinct, weights.cast(pa.float32()))
 
+    def to_dict(self) -> dict:
+        """A JSON-able form (see SplitStatistics.to_bytes)."""
+        out = {k: v for k, v in vars(self).items() if k not in _SKETCHES}
+        out["kind"] = int(self.kind)
+        out["sketches"] = {
+            name: base64.b64encode(_sketch_bytes(getattr(self, name))).decode()
+            for name in _SKETCHES
+            if getattr(self, name) is not None
+        }
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> FeatureStatistics:
+        stats = cls(Kind(data["kind"]), data["scalar"])
+        for name, value in data.items():
+            if name not in ("kind", "sketches"):
+                setattr(stats, name, value)
+        for name, encoded in data["sketches"].items():
+            setattr(stats, name, _sketch_from_bytes(_SKETCHES[name], base64.b64decode(encoded)))
+        return stats
+
     def merge(self, other: FeatureStatistics) -> None:
         self.num_non_missing += other.num_non_missing
         self.min_num_values = min(self.min_num_values, other.min_num_values)
@@ -236,6 +281,24 @@ class SplitStatistics:
         self.num_examples += num_rows if rows is None else int(np.count_nonzero(rows))
         for feature, fv in values:
             self.features[feature.name].add(fv, rows)
+
+    def to_bytes(self) -> bytes:
+        """The accumulator as bytes: JSON numbers and the sketches' own serialized forms. Beam
+        gets these, not the object: pickling megabytes inside its coder, between the writes of
+        one element, let the DirectRunner's periodic flush cut the element in two (a
+        MemoryError decoding it, now and then, under multi_threading)."""
+        features = {name: stats.to_dict() for name, stats in self.features.items()}
+        return json.dumps({"num_examples": self.num_examples, "features": features}).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> SplitStatistics:
+        decoded = json.loads(data)
+        result = cls()
+        result.num_examples = decoded["num_examples"]
+        result.features = {
+            name: FeatureStatistics.from_dict(stats) for name, stats in decoded["features"].items()
+        }
+        return result
 
     def merge(self, other: SplitStatistics) -> SplitStatistics:
         self.num_examples += other.num_examples
