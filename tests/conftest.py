@@ -15,6 +15,32 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 IN_MEMORY_BEAM = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
 
 
+def run_local_pipeline(tmp_path, name: str, components: list, **pipeline_args):
+    """Run TFX components with TFX's BeamDagRunner and SQLite ML Metadata under `tmp_path` (one
+    in-process Beam worker); returns `artifacts(type_name)`: that type's artifacts, oldest first."""
+    from tfx import v1 as tfx
+    from tfx.orchestration import metadata
+    from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
+
+    connection = metadata.sqlite_metadata_connection_config(str(tmp_path / "mlmd.sqlite"))
+    BeamDagRunner().run(
+        tfx.dsl.Pipeline(
+            pipeline_name=name,
+            pipeline_root=str(tmp_path / "root"),
+            components=components,
+            metadata_connection_config=connection,
+            beam_pipeline_args=IN_MEMORY_BEAM,
+            **pipeline_args,
+        )
+    )
+
+    def artifacts(type_name: str) -> list:
+        with metadata.Metadata(connection) as m:
+            return sorted(m.store.get_artifacts_by_type(type_name), key=lambda a: a.id)
+
+    return artifacts
+
+
 def convert_to_examples(data: str, out: str, num_shards: int = 2):
     """ParquetExampleGen's conversion of `data` into `out` (default hash splits), as the tests'
     Examples; returns the conversion's result."""

@@ -6,10 +6,8 @@ import os
 
 import pytest
 import tensorflow as tf
-from conftest import IN_MEMORY_BEAM
+from conftest import run_local_pipeline
 from tfx import v1 as tfx
-from tfx.orchestration import metadata
-from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
 
 from tfx_tabular.components import ParquetExampleGen, ParquetSchemaGen, TabularTrainer
 from tfx_tabular.io import demo_data
@@ -29,26 +27,13 @@ def _run(tmp_path, data, curated=None):
         epochs=2,
         eval_args=tfx.proto.EvalArgs(num_steps=2),
     )
-    BeamDagRunner().run(
-        tfx.dsl.Pipeline(
-            pipeline_name="trainer-test",
-            pipeline_root=str(tmp_path / "root"),
-            components=[example_gen, schema_gen, trainer],
-            enable_cache=True,
-            metadata_connection_config=metadata.sqlite_metadata_connection_config(
-                str(tmp_path / "mlmd.sqlite")
-            ),
-            beam_pipeline_args=IN_MEMORY_BEAM,
-        )
+    artifacts = run_local_pipeline(
+        tmp_path, "trainer-test", [example_gen, schema_gen, trainer], enable_cache=True
     )
-    with metadata.Metadata(
-        metadata.sqlite_metadata_connection_config(str(tmp_path / "mlmd.sqlite"))
-    ) as m:
-        [examples] = m.store.get_artifacts_by_type("Examples")
-        runs = m.store.get_artifacts_by_type("ModelRun")
-        models = m.store.get_artifacts_by_type("Model")
+    [examples] = artifacts("Examples")
+    run, model = artifacts("ModelRun")[-1], artifacts("Model")[-1]
     train_rows = int(examples.custom_properties["row_counts"].struct_value["train"])
-    return max(runs, key=lambda a: a.id), max(models, key=lambda a: a.id), train_rows
+    return run, model, train_rows
 
 
 def _scalar_tags(run_dir: str, name: str) -> set:
@@ -134,18 +119,10 @@ def test_hyperparameters_custom_config_and_base_model_reach_the_trainer(tmp_path
         learning_rate=0.0,  # no learning: the weights stay the base model's
         train_args=tfx.proto.TrainArgs(num_steps=1),
     ).with_id("warm")
-    connection = metadata.sqlite_metadata_connection_config(str(tmp_path / "mlmd.sqlite"))
-    BeamDagRunner().run(
-        tfx.dsl.Pipeline(
-            pipeline_name="hyper",
-            pipeline_root=str(tmp_path / "root"),
-            components=[example_gen, schema_gen, importer, first, warm],
-            metadata_connection_config=connection,
-            beam_pipeline_args=IN_MEMORY_BEAM,
-        )
+    artifacts = run_local_pipeline(
+        tmp_path, "hyper", [example_gen, schema_gen, importer, first, warm]
     )
-    with metadata.Metadata(connection) as m:
-        models = sorted(m.store.get_artifacts_by_type("Model"), key=lambda a: a.id)
+    models = artifacts("Model")
     loaded = [tf.saved_model.load(os.path.join(a.uri, "Format-Serving")) for a in models]
     # Layer names Keras generates differ between the two models of one process (dense, dense_1):
     # compare the values, in the model's own variable order.
