@@ -105,7 +105,10 @@ def test_kubeflow_yaml_is_a_strict_pipeline_spec_the_kfp_backend_accepts(kubeflo
 def test_compiled_parameters_carry_the_data_root_and_importable_functions(kubeflow_yaml):
     spec = _strict_spec(kubeflow_yaml)
     params = spec.root.dag.tasks["ParquetExampleGen"].inputs.parameters
-    assert params["input_base"].runtime_value.constant.string_value == DATA_ROOT
+    assert params["input_base"].component_input_parameter == "data_root"
+    assert spec.root.input_definitions.parameters["data_root"].default_value.string_value == (
+        DATA_ROOT
+    )
     transform = spec.root.dag.tasks["Transform"].inputs.parameters
     assert (
         transform["preprocessing_fn"].runtime_value.constant.string_value
@@ -167,6 +170,47 @@ def test_cli_submit_dry_run_prints_the_request(vertex_json, capsys):
     )
     request = json.loads(capsys.readouterr().out)
     assert request["pipelineJob"]["runtimeConfig"]["gcsOutputDirectory"] == "gs://other/root"
+
+
+def _root_parameters(spec) -> dict:
+    return json_format.MessageToDict(spec.root.input_definitions)["parameters"]
+
+
+def test_data_root_and_training_values_are_pipeline_parameters_with_compiled_defaults(tmp_path):
+    pipeline = _pipeline(epochs=3, batch_size=64)
+    path = tmp_path / "p.yaml"
+    kubeflow.compile_pipeline(pipeline, "kubeflow", IMAGE, str(path))
+    spec = _strict_spec(path)
+    assert _root_parameters(spec) == {
+        "data_root": {"parameterType": "STRING", "defaultValue": DATA_ROOT, "isOptional": True},
+        "epochs": {"parameterType": "NUMBER_INTEGER", "defaultValue": 3.0, "isOptional": True},
+        "batch_size": {"parameterType": "NUMBER_INTEGER", "defaultValue": 64.0, "isOptional": True},
+        "learning_rate": {
+            "parameterType": "NUMBER_DOUBLE",
+            "defaultValue": 0.001,
+            "isOptional": True,
+        },
+    }
+    trainer = spec.root.dag.tasks["TabularTrainer"].inputs.parameters
+    for name in ("epochs", "batch_size", "learning_rate"):
+        assert trainer[name].component_input_parameter == name
+    # The executor gets typed values: TFX's entry point converts by the component's input types.
+    types = spec.components["TabularTrainer"].input_definitions.parameters
+    assert types["epochs"].parameter_type == pipeline_spec_pb2.ParameterType.NUMBER_INTEGER
+    # Compiling leaves the pipeline as it was: it compiles again, and runs locally, unchanged.
+    [example_gen] = [c for c in pipeline.components if c.id == "ParquetExampleGen"]
+    assert example_gen.exec_properties["input_base"] == DATA_ROOT
+
+
+def test_train_steps_fix_the_length_so_epochs_is_no_parameter(tmp_path):
+    path = tmp_path / "p.json"
+    kubeflow.compile_pipeline(_pipeline(train_steps=10), "vertex", IMAGE, str(path))
+    job = json.loads(path.read_text())
+    assert sorted(job["pipelineSpec"]["root"]["inputDefinitions"]["parameters"]) == [
+        "batch_size",
+        "data_root",
+        "learning_rate",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -224,6 +224,13 @@ def cmd_compile(args) -> dict:
         "pipeline_name": spec["pipelineInfo"]["name"],
         "tasks": sorted(spec["root"]["dag"]["tasks"]),
         "schema_version": spec["schemaVersion"],
+        "parameters": {
+            name: definition.get("defaultValue")
+            for name, definition in spec["root"]
+            .get("inputDefinitions", {})
+            .get("parameters", {})
+            .items()
+        },
     }
     say(
         args,
@@ -231,6 +238,8 @@ def cmd_compile(args) -> dict:
         f"{len(document['tasks'])} tasks on {args.image}, schemaVersion "
         f"{document['schema_version']}",
     )
+    parameters = ", ".join(f"{k}={v}" for k, v in sorted(document["parameters"].items()))
+    say(args, f"pipeline parameters (set them with --param at run time): {parameters}")
     return document
 
 
@@ -254,10 +263,48 @@ def cmd_submit(args) -> dict:
     return request
 
 
+def key_values(pairs, flag: str) -> dict:
+    """KEY=VALUE flags (repeatable) as a dict; a malformed or repeated one is a usage error."""
+    from tfx_tabular.cli.data import UsageError
+
+    values = {}
+    for pair in pairs or ():
+        key, equals, value = pair.partition("=")
+        if not equals or not key:
+            raise UsageError(f"{flag} takes KEY=VALUE, not {pair!r}")
+        if key in values:
+            raise UsageError(f"{flag} {key} is given twice")
+        values[key] = value
+    return values
+
+
+@contextlib.contextmanager
+def parameter_errors_are_usage_errors():
+    from tfx_tabular.cli.data import UsageError
+    from tfx_tabular.pipelines.compiled_runner import ParameterError
+
+    try:
+        yield
+    except ParameterError as e:
+        raise UsageError(f"--param: {e}") from None
+
+
 def cmd_run_compiled(args) -> dict:
     from tfx_tabular.pipelines import compiled_runner
 
-    return compiled_runner.run_compiled(args.compiled, args.pipeline_root)
+    parameters = key_values(args.param, "--param")
+    with parameter_errors_are_usage_errors():
+        return compiled_runner.run_compiled(args.compiled, args.pipeline_root, parameters)
+
+
+def _add_param_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--param",
+        action="append",
+        metavar="KEY=VALUE",
+        help="set a pipeline parameter (repeatable): data_root, epochs, batch_size, "
+        "learning_rate; default: the compiled value",
+    )
 
 
 def add_commands(sub, common: argparse.ArgumentParser) -> None:
@@ -344,6 +391,7 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("compiled", help="pipeline.yaml or pipeline.json from `compile`")
     p.add_argument("--pipeline-root", required=True, help="local folder for the artifacts")
+    _add_param_argument(p)
     p.set_defaults(func=cmd_run_compiled)
 
     p = sub.add_parser(
