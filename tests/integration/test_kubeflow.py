@@ -135,43 +135,6 @@ def test_vertex_json_is_a_pipeline_job_with_vertex_accelerators(vertex_json):
     }
 
 
-def test_vertex_request_is_built_offline_with_anonymous_credentials(vertex_json):
-    request = kubeflow.submit(
-        str(vertex_json),
-        "my-project",
-        "europe-west4",
-        service_account="runner@my-project.iam.gserviceaccount.com",
-        dry_run=True,
-    )
-    assert request["parent"] == "projects/my-project/locations/europe-west4"
-    job = request["pipelineJob"]
-    assert job["serviceAccount"] == "runner@my-project.iam.gserviceaccount.com"
-    assert job["runtimeConfig"]["gcsOutputDirectory"] == PIPELINE_ROOT
-    assert job["pipelineSpec"]["schemaVersion"] == "2.1.0"
-    assert request["pipelineJobId"].startswith("tabular-test-")
-
-
-def test_cli_submit_dry_run_prints_the_request(vertex_json, capsys):
-    assert (
-        cli.main(
-            [
-                "submit",
-                str(vertex_json),
-                "--project",
-                "p",
-                "--region",
-                "us-central1",
-                "--pipeline-root",
-                "gs://other/root",
-                "--dry-run",
-            ]
-        )
-        == 0
-    )
-    request = json.loads(capsys.readouterr().out)
-    assert request["pipelineJob"]["runtimeConfig"]["gcsOutputDirectory"] == "gs://other/root"
-
-
 def _root_parameters(spec) -> dict:
     return json_format.MessageToDict(spec.root.input_definitions)["parameters"]
 

@@ -1,5 +1,5 @@
 """Compile the pipeline for Kubeflow Pipelines (PipelineSpec YAML) or Vertex AI (PipelineJob JSON)
-with TFX's KubeflowV2DagRunner, and submit a compiled file to Vertex AI.
+with TFX's KubeflowV2DagRunner (submit.py sends a compiled file to either platform).
 
 What TFX's runner leaves to us, and why:
 - schemaVersion 2.1.0 for both targets: the KFP backend rejects TFX's default 2.0.0.
@@ -240,42 +240,3 @@ def compile_pipeline(
     with open(output_path, "w") as handle:
         json.dump(job, handle, indent=1, sort_keys=True)
     return job
-
-
-def submit(
-    compiled_path: str,
-    project: str,
-    region: str,
-    *,
-    pipeline_root: Optional[str] = None,
-    service_account: Optional[str] = None,
-    enable_caching: Optional[bool] = None,
-    display_name: Optional[str] = None,
-    dry_run: bool = False,
-) -> dict:
-    """Submit a compiled pipeline as a Vertex AI PipelineJob; returns the CreatePipelineJob
-    request. `dry_run` builds the same request with anonymous credentials and sends nothing."""
-    from google.auth import credentials as auth_credentials
-    from google.cloud import aiplatform
-    from google.protobuf import json_format
-
-    job = aiplatform.PipelineJob(
-        display_name=display_name or os.path.splitext(os.path.basename(compiled_path))[0],
-        template_path=compiled_path,
-        pipeline_root=pipeline_root,
-        enable_caching=enable_caching,
-        project=project,
-        location=region,
-        credentials=auth_credentials.AnonymousCredentials() if dry_run else None,
-    )
-    if service_account:
-        job._gca_resource.service_account = service_account  # what submit() sets
-    request = {
-        "parent": job._parent,
-        "pipelineJobId": job.job_id,
-        "pipelineJob": json_format.MessageToDict(job._gca_resource._pb),
-    }
-    if not dry_run:
-        job.submit(service_account=service_account)
-        request["name"] = job.resource_name
-    return request
