@@ -340,3 +340,92 @@ def test_wait_exits_0_when_the_run_succeeds(kubeflow_yaml, kfp_server, monkeypat
     )
     assert code == 0, err
     assert "submitted r-1: SUCCEEDED" in out
+
+
+class _RecordingVertex(_RecordingKfp):
+    """Answers aiplatform's REST calls: the pipeline root's bucket (absent: aiplatform creates
+    it and grants the service account access), CreatePipelineJob, and GetPipelineJob with the
+    next canned state."""
+
+    def do_GET(self):
+        path, _ = self._record()
+        if path.endswith("/iam"):
+            self._reply({"bindings": []})
+        elif path.startswith("/storage/v1/b/"):
+            self.send_error(404)
+        else:
+            states = self.server.state["states"]  # the last one stays: aiplatform reads it again
+            state = states.pop(0) if len(states) > 1 else states[0]
+            self._reply({"name": self.server.state["job"], "state": state, "error": {}})
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        path, _ = self._record(body)
+        if path == "/storage/v1/b":
+            self._reply(json.loads(body))
+        else:
+            self._reply({"name": self.server.state["job"], "state": "PIPELINE_STATE_PENDING"})
+
+    def do_PUT(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self._record(body)
+        self._reply(json.loads(body))
+
+
+@pytest.mark.parametrize(
+    "states, code",
+    [
+        (["PIPELINE_STATE_RUNNING", "PIPELINE_STATE_SUCCEEDED"], 0),
+        (["PIPELINE_STATE_FAILED"], 3),
+        (["PIPELINE_STATE_CANCELLED"], 3),
+    ],
+)
+def test_vertex_submit_sends_the_dry_runs_job_and_wait_sets_the_exit_code(
+    vertex_json, monkeypatch, capsys, states, code
+):
+    """The real aiplatform client, pointed at a loopback server through its public settings
+    (aiplatform.init's api_endpoint and REST transport; the storage client's emulator host)."""
+    from google.auth import credentials
+    from google.cloud import aiplatform
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _RecordingVertex)
+    job_name = "projects/my-project/locations/us-central1/pipelineJobs/j-1"
+    server.requests, server.state = [], {"states": list(states), "job": job_name}
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", _host(server))
+    monkeypatch.setattr(
+        aiplatform.initializer, "global_config", type(aiplatform.initializer.global_config)()
+    )
+    aiplatform.initializer.global_config.init(  # aiplatform.init is the replaced config's
+        api_endpoint=_host(server),
+        api_transport="rest",
+        credentials=credentials.AnonymousCredentials(),
+    )
+    argv = [
+        vertex_json,
+        "--project=my-project",
+        "--region=us-central1",
+        "--param=batch_size=16",
+        "--labels=team=ml",
+        f"--service-account={SERVICE_ACCOUNT}",
+        "--wait",
+    ]
+    try:
+        planned = json.loads(_submit(capsys, *argv, "--dry-run")[1])["request"]
+        result, out, err = _submit(capsys, *argv)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    assert result == code, err
+    [create] = _sent(server, "POST", "/pipelineJobs")
+    assert create["path"] == f"/v1/{planned['parent']}/pipelineJobs"
+    assert create["query"]["pipelineJobId"].startswith("tabular-submit-")
+    assert json.loads(create["body"]) == planned["pipelineJob"]
+    [bucket] = _sent(server, "POST", "/storage/v1/b")
+    assert json.loads(bucket["body"])["name"] == "tfx-tabular-no-such-bucket"
+    final = states[-1]
+    if code:
+        assert f"pipeline job {job_name} ended {final}" in err
+    else:
+        assert f"submitted {job_name}: {final}" in out
