@@ -165,6 +165,47 @@ def test_data_root_and_training_values_are_pipeline_parameters_with_compiled_def
     assert example_gen.exec_properties["input_base"] == DATA_ROOT
 
 
+def test_components_built_with_runtime_parameters_compile_with_their_defaults(tmp_path):
+    from tfx import v1 as tfx
+
+    from tfx_tabular.components import ParquetExampleGen, ParquetSchemaGen, TabularTrainer
+
+    def parameter(name, ptype, default=None):
+        return tfx.dsl.experimental.RuntimeParameter(name=name, ptype=ptype, default=default)
+
+    example_gen = ParquetExampleGen(input_base=parameter("source", str, DATA_ROOT))
+    schema_gen = ParquetSchemaGen(
+        examples=example_gen.outputs["examples"], sample_rows=parameter("sample_rows", int, 500)
+    )
+    trainer = TabularTrainer(
+        examples=example_gen.outputs["examples"],
+        schema=schema_gen.outputs["schema"],
+        epochs=parameter("passes", int, 4),
+    )
+    with pytest.raises(TypeError, match="parameter 'epochs'"):  # the spec's own type check
+        TabularTrainer(
+            examples=example_gen.outputs["examples"],
+            schema=schema_gen.outputs["schema"],
+            epochs=parameter("passes", str, "4"),
+        )
+    pipeline = tfx.dsl.Pipeline(
+        pipeline_name="own",
+        pipeline_root=PIPELINE_ROOT,
+        components=[example_gen, schema_gen, trainer],
+    )
+    path = tmp_path / "p.yaml"
+    kubeflow.compile_pipeline(pipeline, "kubeflow", IMAGE, str(path))
+    parameters = _root_parameters(_strict_spec(path))
+    # The author's parameters keep their names; ours fill in only what they left constant.
+    assert {n: p.get("defaultValue") for n, p in parameters.items()} == {
+        "source": DATA_ROOT,
+        "sample_rows": 500.0,
+        "passes": 4.0,
+        "batch_size": 1024.0,
+        "learning_rate": 0.001,
+    }
+
+
 def test_train_steps_fix_the_length_so_epochs_is_no_parameter(tmp_path):
     path = tmp_path / "p.json"
     kubeflow.compile_pipeline(_pipeline(train_steps=10), "vertex", IMAGE, str(path))
@@ -234,7 +275,12 @@ def test_cli_compile_writes_the_yaml(tmp_path, capsys):
         )
         == 0
     )
-    assert "schemaVersion 2.1.0" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "schemaVersion 2.1.0" in printed
+    assert (
+        "pipeline parameters (set them with --param at run time): batch_size=1024, "
+        f"data_root={DATA_ROOT}, epochs=1, learning_rate=0.001" in printed
+    )
     trainer = _strict_spec(out).root.dag.tasks["TabularTrainer"].inputs.parameters
     assert (
         trainer["model_fn"].runtime_value.constant.string_value

@@ -121,25 +121,27 @@ def _as_runtime_parameters(pipeline):
 
     nodes = {node.id: node for node in pipeline.components}
     saved = []
-    for name, parameter in PIPELINE_PARAMETERS.items():
-        node = nodes.get(parameter.component)
-        if node is None or (name == "epochs" and _trains_by_steps(node)):
-            continue
-        properties = node.exec_properties
-        value = properties.get(parameter.exec_property)
-        if value is None:
-            value = _declared_default(parameter.component, parameter.exec_property)
-        runtime = tfx.dsl.experimental.RuntimeParameter(
-            name=name,
-            ptype=parameter.ptype,
-            default=parameter.ptype(value),
-            description=parameter.description,
-        )
-        # The component's own type check, as if it had been built with the RuntimeParameter.
-        node.spec.PARAMETERS[parameter.exec_property].type_check(parameter.exec_property, runtime)
-        saved.append((properties, parameter.exec_property, properties.get(parameter.exec_property)))
-        properties[parameter.exec_property] = runtime
     try:
+        for name, parameter in PIPELINE_PARAMETERS.items():
+            node = nodes.get(parameter.component)
+            if node is None or (name == "epochs" and _trains_by_steps(node)):
+                continue
+            properties, key = node.exec_properties, parameter.exec_property
+            value = properties.get(key)
+            if isinstance(value, tfx.dsl.experimental.RuntimeParameter):
+                continue  # the pipeline's author made it one already
+            if value is None:
+                value = _declared_default(parameter.component, key)
+            runtime = tfx.dsl.experimental.RuntimeParameter(
+                name=name,
+                ptype=parameter.ptype,
+                default=parameter.ptype(value),
+                description=parameter.description,
+            )
+            # The component's own type check, as if it had been built with the RuntimeParameter.
+            node.spec.PARAMETERS[key].type_check(key, runtime)
+            saved.append((properties, key, properties.get(key)))
+            properties[key] = runtime
         yield {
             value.name: value.default
             for node in pipeline.components
