@@ -128,23 +128,28 @@ def test_a_second_run_gets_new_folders_and_no_stale_executor_output(tmp_path):
     assert _received(root, "first")["driver"] is None
 
 
-def test_vertex_pipeline_job_json_runs_with_its_runtime_parameters(tmp_path):
-    spec = _spec(
-        {
-            "only": {
-                "inputs": {
-                    "parameters": {
-                        "greeting": {"componentInputParameter": "greeting"},
-                        "size": {"componentInputParameter": "size"},
-                    }
+GREETING_SPEC = _spec(
+    {
+        "only": {
+            "inputs": {
+                "parameters": {
+                    "greeting": {"componentInputParameter": "greeting"},
+                    "size": {"componentInputParameter": "size"},
+                    "rate": {"componentInputParameter": "rate"},
                 }
             }
-        },
-        root_inputs={
-            "greeting": {"parameterType": "STRING", "defaultValue": "hello"},
-            "size": {"parameterType": "NUMBER_INTEGER", "defaultValue": 2},
-        },
-    )
+        }
+    },
+    root_inputs={
+        "greeting": {"parameterType": "STRING", "defaultValue": "hello"},
+        "size": {"parameterType": "NUMBER_INTEGER", "defaultValue": 2},
+        "rate": {"parameterType": "NUMBER_DOUBLE", "defaultValue": 0.5},
+    },
+)
+
+
+def test_vertex_pipeline_job_json_runs_with_its_runtime_parameters(tmp_path):
+    spec = GREETING_SPEC
     job = {
         "displayName": "stand-in",
         "pipelineSpec": spec,
@@ -157,7 +162,7 @@ def test_vertex_pipeline_job_json_runs_with_its_runtime_parameters(tmp_path):
     path.write_text(json.dumps(job))
     root = str(tmp_path / "root")
     assert run_compiled(str(path), root) == {"only": {"out": f"{root}/only/out/1"}}
-    assert _received(root, "only")["parameters"] == {"greeting": "hi", "size": 2.0}
+    assert _received(root, "only")["parameters"] == {"greeting": "hi", "size": 2.0, "rate": 0.5}
 
 
 def test_a_pipeline_parameter_without_a_value_fails_before_anything_runs(tmp_path):
@@ -317,3 +322,87 @@ def test_compiled_kubeflow_pipeline_runs_tfx_executors_end_to_end(tmp_path, caps
     batch = next(iter(tf.data.TFRecordDataset(records).batch(4)))
     assert serving.signatures["serving_default"](examples=batch)["outputs"].shape == (4, 1)
     assert f"Model (TabularTrainer.model): {model}" in capsys.readouterr().out
+
+
+def test_parameters_set_at_run_time_override_the_defaults(tmp_path):
+    root = str(tmp_path / "root")
+    overrides = {"greeting": "hi", "size": "7", "rate": "1e-2"}  # text, as --param gives it
+    run_compiled(_write_yaml(tmp_path, GREETING_SPEC), root, overrides)
+    assert _received(root, "only")["parameters"] == {"greeting": "hi", "size": 7.0, "rate": 0.01}
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"greting": "hi"}, "'greting' is not a parameter of pipeline 'stand-in'"),
+        ({"size": "2.5"}, "pipeline parameter 'size': 2.5 is not a NUMBER_INTEGER"),
+        ({"size": "two"}, "pipeline parameter 'size': 'two' is not a NUMBER_INTEGER"),
+        ({"rate": "true"}, "pipeline parameter 'rate': True is not a NUMBER_DOUBLE"),
+    ],
+)
+def test_a_wrong_parameter_name_or_type_fails_before_anything_runs(tmp_path, overrides, message):
+    root = tmp_path / "root"
+    with pytest.raises(compiled_runner.ParameterError) as e:
+        run_compiled(_write_yaml(tmp_path, GREETING_SPEC), str(root), overrides)
+    assert message in str(e.value)
+    assert (
+        "parameters: greeting (STRING, default 'hello'), rate (NUMBER_DOUBLE, default 0.5), "
+        "size (NUMBER_INTEGER, default 2)" in str(e.value)
+    )
+    assert not root.exists()
+
+
+def test_cli_param_errors_are_usage_errors_naming_the_parameter(tmp_path, capsys):
+    path, root = _write_yaml(tmp_path, GREETING_SPEC), str(tmp_path / "root")
+    assert cli.main(["run-compiled", path, "--pipeline-root", root, "--param", "sise=3"]) == 2
+    assert "--param: 'sise' is not a parameter" in capsys.readouterr().err
+    assert cli.main(["run-compiled", path, "--pipeline-root", root, "--param", "size"]) == 2
+    assert "--param takes KEY=VALUE, not 'size'" in capsys.readouterr().err
+    assert not os.path.exists(root)
+
+
+def _run_outputs(root: str, task: str, output: str) -> dict:
+    """The newest run's output artifact of `task`, as its executor reported it."""
+    with open(os.path.join(root, task, "executor_output.json")) as handle:
+        return json.load(handle)["artifacts"][output]["artifacts"][0]
+
+
+@pytest.mark.slow
+def test_a_compiled_pipeline_reruns_on_a_second_data_root_without_recompiling(tmp_path, capsys):
+    """Compiled once; `--param` points the second run at another dataset (other rows, other
+    count) and changes epochs, batch size and learning rate: the second Examples hold the
+    second dataset's rows, and the Trainer trains on them with the overridden values."""
+    data_a, data_b = str(tmp_path / "a"), str(tmp_path / "b")
+    demo_data.write_dataset(data_a, 600, days=2, files_per_day=1, row_group_size=200)
+    demo_data.write_dataset(data_b, 1500, days=3, files_per_day=1, row_group_size=500, seed=1)
+    pipeline = create_pipeline(
+        "params", "gs://not-used/root", data_a, batch_size=32, epochs=1, task="binary"
+    )
+    compiled = str(tmp_path / "pipeline.yaml")
+    kubeflow.compile_pipeline(pipeline, "kubeflow", "tfx-tabular:test", compiled)
+    with open(compiled) as handle:
+        before = handle.read()
+    root = str(tmp_path / "root")
+
+    assert cli.main(["run-compiled", compiled, "--pipeline-root", root]) == 0
+    examples_a = _run_outputs(root, "ParquetExampleGen", "examples")
+    run_a = _run_outputs(root, "TabularTrainer", "model_run")["metadata"]
+    train_a = examples_a["metadata"]["row_counts"]["train"]
+    assert sum(examples_a["metadata"]["row_counts"].values()) == 600
+    assert run_a["total_steps"] == train_a // 32  # 1 epoch of batch 32
+
+    params = ["data_root=" + data_b, "epochs=2", "batch_size=16", "learning_rate=0.05"]
+    argv = ["run-compiled", compiled, "--pipeline-root", root]
+    assert cli.main(argv + [f"--param={p}" for p in params]) == 0
+
+    out = capsys.readouterr().out
+    assert f"pipeline parameters: batch_size=16, data_root={data_b}, epochs=2" in out
+    with open(compiled) as handle:
+        assert handle.read() == before  # not recompiled
+    examples_b = _run_outputs(root, "ParquetExampleGen", "examples")
+    assert examples_b["uri"] != examples_a["uri"]
+    assert sum(examples_b["metadata"]["row_counts"].values()) == 1500
+    train_b = examples_b["metadata"]["row_counts"]["train"]
+    assert _run_outputs(root, "TabularTrainer", "model_run")["metadata"]["total_steps"] == (
+        train_b // 16 * 2
+    )

@@ -17,7 +17,7 @@ import re
 import subprocess
 import sys
 import time
-from typing import Dict, List
+from typing import Any, Dict, List, Mapping, Optional
 
 LOG_TAIL_LINES = 40
 PLACEHOLDER = re.compile(r"\{\{\$.*?\}\}")
@@ -25,6 +25,70 @@ PLACEHOLDER = re.compile(r"\{\{\$.*?\}\}")
 
 class RunError(RuntimeError):
     pass
+
+
+class ParameterError(ValueError):
+    """A pipeline parameter set at run time that the compiled file does not take."""
+
+
+def _parse_parameter(name: str, kind: str, value: Any):
+    """`value` (text from the command line, or a Python value) as a `kind` parameter's value."""
+    if kind == "STRING":
+        return value if isinstance(value, str) else json.dumps(value)
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise ParameterError(
+                f"pipeline parameter {name!r}: {value!r} is not a {kind}"
+            ) from None
+    valid = {
+        "NUMBER_INTEGER": isinstance(value, int) and not isinstance(value, bool),
+        "NUMBER_DOUBLE": isinstance(value, (int, float)) and not isinstance(value, bool),
+        "BOOLEAN": isinstance(value, bool),
+        "LIST": isinstance(value, list),
+        "STRUCT": isinstance(value, dict),
+    }
+    if not valid.get(kind, False):
+        raise ParameterError(f"pipeline parameter {name!r}: {value!r} is not a {kind}")
+    return float(value) if kind == "NUMBER_DOUBLE" else value
+
+
+def check_parameters(spec, values: Mapping[str, Any]) -> Dict[str, Any]:
+    """`values` for the pipeline parameters (the root's inputDefinitions), each converted to its
+    declared type; an unknown name or a value of the wrong type fails naming it, with the list
+    of the pipeline's parameters."""
+    from kfp.pipeline_spec import pipeline_spec_pb2
+
+    definitions = spec.root.input_definitions.parameters
+    kinds = {
+        name: pipeline_spec_pb2.ParameterType.ParameterTypeEnum.Name(d.parameter_type)
+        for name, d in definitions.items()
+    }
+    listing = ", ".join(
+        f"{name} ({kinds[name]}"
+        + (f", default {_plain(d.default_value)!r})" if d.HasField("default_value") else ")")
+        for name, d in sorted(definitions.items())
+    )
+    checked = {}
+    for name, value in values.items():
+        if name not in definitions:
+            raise ParameterError(
+                f"{name!r} is not a parameter of pipeline {spec.pipeline_info.name!r}; "
+                f"its parameters: {listing or 'none'}"
+            )
+        try:
+            checked[name] = _parse_parameter(name, kinds[name], value)
+        except ParameterError as e:
+            raise ParameterError(f"{e}; the pipeline's parameters: {listing}") from None
+    return checked
+
+
+def _plain(value):
+    from google.protobuf import json_format
+
+    plain = json_format.MessageToDict(value)
+    return int(plain) if isinstance(plain, float) and plain.is_integer() else plain
 
 
 def load_compiled(compiled_path: str):
@@ -312,12 +376,19 @@ def reported_outputs(executor_input, executor_output) -> dict:
     return outputs
 
 
-def run_compiled(compiled_path: str, pipeline_root: str) -> dict:
+def run_compiled(
+    compiled_path: str, pipeline_root: str, parameters: Optional[Mapping[str, Any]] = None
+) -> dict:
     """Run every task of a compiled pipeline in DAG order with outputs under `pipeline_root` (a
-    local folder). Returns {task: {output: uri}}."""
+    local folder). `parameters` set pipeline parameters (text, as on the command line, or values),
+    checked before any task runs. Returns {task: {output: uri}}."""
+    from google.protobuf import json_format, struct_pb2
+
     if "://" in pipeline_root:
         raise RunError(f"the pipeline root must be a local folder, not {pipeline_root}")
     spec, deployment, root_values = load_compiled(compiled_path)
+    for name, value in check_parameters(spec, parameters or {}).items():
+        root_values[name] = json_format.ParseDict(value, struct_pb2.Value())
     pipeline_root = os.path.abspath(pipeline_root)
     tasks = spec.root.dag.tasks
     order = task_order(spec)
@@ -330,6 +401,9 @@ def run_compiled(compiled_path: str, pipeline_root: str) -> dict:
         f"→ {pipeline_root}",
         flush=True,
     )
+    if root_values:
+        values = ", ".join(f"{k}={_plain(v)}" for k, v in sorted(root_values.items()))
+        print(f"pipeline parameters: {values}", flush=True)
     produced: Dict[str, dict] = {}
     start = time.perf_counter()
     for index, name in enumerate(order):

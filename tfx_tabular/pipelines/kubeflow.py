@@ -1,5 +1,5 @@
 """Compile the pipeline for Kubeflow Pipelines (PipelineSpec YAML) or Vertex AI (PipelineJob JSON)
-with TFX's KubeflowV2DagRunner, and submit a compiled file to Vertex AI.
+with TFX's KubeflowV2DagRunner (submit.py sends a compiled file to either platform).
 
 What TFX's runner leaves to us, and why:
 - schemaVersion 2.1.0 for both targets: the KFP backend rejects TFX's default 2.0.0.
@@ -9,10 +9,14 @@ What TFX's runner leaves to us, and why:
 - ParquetExampleGen's task is never served from the KFP cache: that cache keys on the task's
   parameters, which do not change when files under `input_base` do (locally TFX's cache keys on
   the input fingerprint instead; on KFP the executor computes it and records it on the artifact).
+- Pipeline parameters (PIPELINE_PARAMETERS) with the compiled values as defaults: TFX turns a
+  `RuntimeParameter` into a root input of the PipelineSpec but writes no `defaultValue`, so a run
+  without `parameterValues` would have none; we add them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -26,6 +30,30 @@ EXAMPLE_GEN_ID = "ParquetExampleGen"
 
 class CompileError(ValueError):
     pass
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineParameter:
+    """A pipeline parameter of the compiled file: which component property it sets."""
+
+    component: str
+    exec_property: str
+    ptype: type
+    description: str
+
+
+# What a compiled pipeline lets a run change without recompiling. Span / version patterns are not
+# here: create_pipeline does not use them, and TFX cannot make a field inside a proto
+# (input_config, range_config, train_args) a pipeline parameter. Neither can train steps
+# (train_args.num_steps): a pipeline compiled with them has no `epochs` parameter.
+PIPELINE_PARAMETERS = {
+    "data_root": PipelineParameter(
+        EXAMPLE_GEN_ID, "input_base", str, "the Parquet dataset ParquetExampleGen converts"
+    ),
+    "epochs": PipelineParameter(TRAINER_ID, "epochs", int, "training epochs"),
+    "batch_size": PipelineParameter(TRAINER_ID, "batch_size", int, "the global training batch"),
+    "learning_rate": PipelineParameter(TRAINER_ID, "learning_rate", float, "the learning rate"),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +103,72 @@ def _check_compilable(pipeline) -> None:
                 f"{node.id} has a module_file, which TFX would package into pipeline_root at "
                 "compile time; give an importable path (model_fn / preprocessing_fn) instead"
             )
+
+
+def _declared_default(component: str, exec_property: str):
+    from tfx_tabular.components.tabular_trainer import spec as trainer_spec
+
+    declared = {TRAINER_ID: trainer_spec.PARAMETERS}.get(component, {})
+    return declared[exec_property].default if exec_property in declared else None
+
+
+@contextlib.contextmanager
+def _as_runtime_parameters(pipeline):
+    """While compiling: the properties behind PIPELINE_PARAMETERS become TFX RuntimeParameters
+    whose defaults are the values the pipeline was built with (the pipeline is restored after).
+    Yields {name: default} of every RuntimeParameter in the pipeline, the user's own too."""
+    from tfx import v1 as tfx
+
+    nodes = {node.id: node for node in pipeline.components}
+    saved = []
+    try:
+        for name, parameter in PIPELINE_PARAMETERS.items():
+            node = nodes.get(parameter.component)
+            if node is None or (name == "epochs" and _trains_by_steps(node)):
+                continue
+            properties, key = node.exec_properties, parameter.exec_property
+            value = properties.get(key)
+            if isinstance(value, tfx.dsl.experimental.RuntimeParameter):
+                continue  # the pipeline's author made it one already
+            if value is None:
+                value = _declared_default(parameter.component, key)
+            runtime = tfx.dsl.experimental.RuntimeParameter(
+                name=name,
+                ptype=parameter.ptype,
+                default=parameter.ptype(value),
+                description=parameter.description,
+            )
+            # The component's own type check, as if it had been built with the RuntimeParameter.
+            node.spec.PARAMETERS[key].type_check(key, runtime)
+            saved.append((properties, key, properties.get(key)))
+            properties[key] = runtime
+        yield {
+            value.name: value.default
+            for node in pipeline.components
+            for value in node.exec_properties.values()
+            if isinstance(value, tfx.dsl.experimental.RuntimeParameter)
+        }
+    finally:
+        for properties, key, value in saved:
+            properties[key] = value
+
+
+def _trains_by_steps(trainer) -> bool:
+    """train_args.num_steps set: epochs would change nothing."""
+    from tfx.proto import trainer_pb2
+    from tfx.utils import proto_utils
+
+    train_args = trainer.exec_properties.get("train_args")
+    if isinstance(train_args, str):
+        train_args = proto_utils.json_to_proto(train_args, trainer_pb2.TrainArgs())
+    return bool(train_args and train_args.num_steps)
+
+
+def _set_parameter_defaults(spec: dict, defaults: dict) -> None:
+    for name, definition in spec["root"].get("inputDefinitions", {}).get("parameters", {}).items():
+        if defaults.get(name) is not None:
+            definition["defaultValue"] = defaults[name]
+            definition["isOptional"] = True
 
 
 # TFX 1.16, TFT and TFMA are Keras 2 code; TFX's task entry point imports TensorFlow before any
@@ -129,8 +223,10 @@ def compile_pipeline(
     runner = v2.KubeflowV2DagRunner(
         config=v2.KubeflowV2DagRunnerConfig(default_image=image, use_pipeline_spec_2_1=True)
     )
-    job = runner.run(pipeline, write_out=False)
+    with _as_runtime_parameters(pipeline) as defaults:
+        job = runner.run(pipeline, write_out=False)
     spec = job["pipelineSpec"]
+    _set_parameter_defaults(spec, defaults)
     example_gen = spec["root"]["dag"]["tasks"].get(EXAMPLE_GEN_ID)
     if example_gen is not None:
         example_gen["cachingOptions"] = {"enableCache": False}
@@ -146,42 +242,3 @@ def compile_pipeline(
     with open(output_path, "w") as handle:
         json.dump(job, handle, indent=1, sort_keys=True)
     return job
-
-
-def submit(
-    compiled_path: str,
-    project: str,
-    region: str,
-    *,
-    pipeline_root: Optional[str] = None,
-    service_account: Optional[str] = None,
-    enable_caching: Optional[bool] = None,
-    display_name: Optional[str] = None,
-    dry_run: bool = False,
-) -> dict:
-    """Submit a compiled pipeline as a Vertex AI PipelineJob; returns the CreatePipelineJob
-    request. `dry_run` builds the same request with anonymous credentials and sends nothing."""
-    from google.auth import credentials as auth_credentials
-    from google.cloud import aiplatform
-    from google.protobuf import json_format
-
-    job = aiplatform.PipelineJob(
-        display_name=display_name or os.path.splitext(os.path.basename(compiled_path))[0],
-        template_path=compiled_path,
-        pipeline_root=pipeline_root,
-        enable_caching=enable_caching,
-        project=project,
-        location=region,
-        credentials=auth_credentials.AnonymousCredentials() if dry_run else None,
-    )
-    if service_account:
-        job._gca_resource.service_account = service_account  # what submit() sets
-    request = {
-        "parent": job._parent,
-        "pipelineJobId": job.job_id,
-        "pipelineJob": json_format.MessageToDict(job._gca_resource._pb),
-    }
-    if not dry_run:
-        job.submit(service_account=service_account)
-        request["name"] = job.resource_name
-    return request
