@@ -90,6 +90,19 @@ def _set_task_environment(spec: dict) -> None:
             container["env"] = env + [{"name": k, "value": v} for k, v in TASK_ENVIRONMENT.items()]
 
 
+TFX_ENTRYPOINT = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
+# TFX's entry point wrapped to accept the open-source KFP driver's untyped input artifacts and
+# to leave no directory markers on gs:// (see the module).
+TASK_ENTRYPOINT = "tfx_tabular.pipelines.task_entrypoint"
+
+
+def _set_task_entrypoint(spec: dict) -> None:
+    for executor in spec["deploymentSpec"]["executors"].values():
+        container = executor.get("container", {})
+        if container.get("command") == ["python", "-m", TFX_ENTRYPOINT]:
+            container["command"] = ["python", "-m", TASK_ENTRYPOINT]
+
+
 def compile_pipeline(
     pipeline,
     target: str,
@@ -135,6 +148,7 @@ def compile_pipeline(
     if example_gen is not None:
         example_gen["cachingOptions"] = {"enableCache": False}
     _set_task_environment(spec)
+    _set_task_entrypoint(spec)
     os.makedirs(os.path.dirname(os.path.abspath(output_path)), exist_ok=True)
     if target == "kubeflow":
         import yaml
