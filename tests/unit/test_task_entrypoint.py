@@ -13,7 +13,6 @@ import pytest
 import yaml
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
-from test_gcs import gcs  # noqa: F401  (the GCS emulator fixture)
 from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_entrypoint_utils as tfx_entry
 from tfx.types import standard_artifacts
 
@@ -161,7 +160,7 @@ def test_an_untyped_input_without_an_inputs_spec_fails_naming_it():
         task_entrypoint.typed_invocation(_executor_input(_driver_examples("DAG input")), None)
 
 
-def test_directory_markers_are_removed_and_real_objects_kept(gcs):  # noqa: F811
+def test_directory_markers_are_removed_and_real_objects_kept(gcs):
     from google.cloud import storage
 
     client = storage.Client.create_anonymous_client()

@@ -257,7 +257,7 @@ def cmd_submit(args) -> dict:
 def cmd_run_compiled(args) -> dict:
     from tfx_tabular.pipelines import compiled_runner
 
-    return compiled_runner.run_compiled(args.compiled, args.pipeline_root)
+    return compiled_runner.run_compiled(args.compiled, args.pipeline_root, args.launcher)
 
 
 def add_commands(sub, common: argparse.ArgumentParser) -> None:
@@ -343,7 +343,18 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
         help="execute a compiled pipeline file locally, task by task, as the KFP v2 launcher would",
     )
     p.add_argument("compiled", help="pipeline.yaml or pipeline.json from `compile`")
-    p.add_argument("--pipeline-root", required=True, help="local folder for the artifacts")
+    p.add_argument(
+        "--pipeline-root",
+        required=True,
+        help="folder for the artifacts (gs:// too with --launcher kfp)",
+    )
+    p.add_argument(
+        "--launcher",
+        choices=["vertex", "kfp"],
+        default="vertex",
+        help="hand artifacts between tasks as Vertex AI does (typed), or as the open-source "
+        "KFP v2 driver and launcher do (untyped, inputs downloaded to local disk first)",
+    )
     p.set_defaults(func=cmd_run_compiled)
 
     p = sub.add_parser(
