@@ -29,6 +29,22 @@ class RunError(RuntimeError):
     pass
 
 
+def _pipeline_spec(handle):
+    """The PipelineSpec of a compiled YAML; a second document (the Kubernetes PlatformSpec, see
+    kubeflow.DownloadVolume) is checked as the KFP backend parses it, and not applied here."""
+    import yaml
+    from google.protobuf import json_format
+    from kfp.pipeline_spec import pipeline_spec_pb2
+
+    documents = list(yaml.safe_load_all(handle)) or [None]
+    for platform in documents[1:]:
+        try:
+            json_format.ParseDict(platform, pipeline_spec_pb2.PlatformSpec())
+        except json_format.ParseError as e:
+            raise ValueError(f"its second document is not a KFP PlatformSpec: {e}") from None
+    return documents[0]
+
+
 def load_compiled(compiled_path: str):
     """(PipelineSpec, its PipelineDeploymentConfig, the pipeline parameters' values) of a compiled
     file, parsed strictly: an unknown field fails, as the KFP backend and Vertex reject it."""
@@ -39,7 +55,7 @@ def load_compiled(compiled_path: str):
     try:
         with open(compiled_path) as handle:
             document = (
-                json.load(handle) if compiled_path.endswith(".json") else yaml.safe_load(handle)
+                json.load(handle) if compiled_path.endswith(".json") else _pipeline_spec(handle)
             )
     except (OSError, ValueError, yaml.YAMLError) as e:
         raise RunError(f"cannot read {compiled_path}: {e}") from e
