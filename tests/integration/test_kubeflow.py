@@ -205,28 +205,8 @@ def test_module_files_and_resolvers_are_refused(tmp_path):
 
 def test_cli_compile_writes_the_yaml(tmp_path, capsys):
     out = tmp_path / "pipeline.yaml"
-    assert (
-        cli.main(
-            [
-                "compile",
-                "--target",
-                "kubeflow",
-                "--data-root",
-                DATA_ROOT,
-                "--pipeline-root",
-                PIPELINE_ROOT,
-                "--image",
-                IMAGE,
-                "-o",
-                str(out),
-                "--gpus",
-                "1",
-                "--model-fn",
-                "tfx_tabular.training.model:build_reference_model",
-            ]
-        )
-        == 0
-    )
+    model_fn = "tfx_tabular.training.model:build_reference_model"
+    assert cli.main(_compile_args(out, "--gpus", "1", "--model-fn", model_fn)) == 0
     assert "schemaVersion 2.1.0" in capsys.readouterr().out
     trainer = _strict_spec(out).root.dag.tasks["TabularTrainer"].inputs.parameters
     assert (
@@ -368,8 +348,6 @@ def _compile_args(out, *extra) -> list:
         PIPELINE_ROOT,
         "--image",
         IMAGE,
-        "--task",
-        "binary",
         "-o",
         str(out),
         *extra,
