@@ -1,6 +1,11 @@
 """Shared fixtures: small Parquet datasets written once per session (tests must not modify them)."""
 
 import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 
 import numpy as np
 import pyarrow as pa
@@ -11,6 +16,8 @@ import pytest
 # of TensorFlow (tests/integration/test_keras2.py checks the entry points without it).
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
+# The GCS emulator's bucket (tests/unit/test_gcs.py has how gs:// reaches it).
+BUCKET = "bucket"
 # A single in-process worker: a Beam pipeline then takes well under a second.
 IN_MEMORY_BEAM = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
 
@@ -115,3 +122,109 @@ def tfx_parquet_testdata() -> str:
     if not os.path.exists(os.path.join(folder, "data.parquet")):
         pytest.skip("tfx's testdata/external/parquet/data.parquet is not installed")
     return folder
+
+
+# gs:// against a local GCS emulator (the `gcp-storage-emulator` package), for every client.
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_until_up(endpoint: str, proc: subprocess.Popen, log, seconds: float = 20) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            urllib.request.urlopen(endpoint + "/", timeout=1).read()  # the emulator's health check
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"the GCS emulator did not start at {endpoint}:\n{log.read_text()[-2000:]}"
+                ) from None
+            time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def gcs(tmp_path_factory):
+    """The emulator's bucket (a google.cloud.storage Bucket), with gs:// pointed at the emulator.
+
+    A subprocess, not a server thread in this process: in-process, pyarrow's first upload once
+    hung here.
+    """
+    from apache_beam.internal.gcp import auth as beam_auth
+
+    folder = tmp_path_factory.mktemp("gcs")
+    port = _free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    log = folder / "emulator.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gcp_storage_emulator",
+                "start",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--in-memory",
+                "--default-bucket",
+                BUCKET,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        _wait_until_up(endpoint, proc, log)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("STORAGE_EMULATOR_HOST", endpoint)
+            # No credentials exist here and none may be used: with a credentials file that does not
+            # exist, a gs:// access that bypasses the emulator fails at once (without it, pyarrow's
+            # GcsFileSystem retries the metadata server for credentials for ~15 min, then fails).
+            patch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(folder / "no-credentials.json"))
+            # Without credentials Beam's gcsio retries google.auth.default() 4 times with backoff
+            # (about 22 s here) and then connects anonymously, which the emulator needs: skip to
+            # that result.
+            patch.setattr(beam_auth, "get_service_credentials", lambda pipeline_options: None)
+            from google.cloud import storage
+
+            yield storage.Client.create_anonymous_client().bucket(BUCKET)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def tf_gcs(gcs, tmp_path_factory):
+    """`gcs`, with TensorFlow's own GCS file system (tf.io.gfile, so TFX's fileio, Keras
+    checkpoints, TensorBoard and SavedModel export) reaching the emulator through
+    tests/gcs_proxy.py (which says why a proxy); in this process and its subprocesses."""
+    folder = tmp_path_factory.mktemp("gcs_proxy")
+    port, ca_file = _free_port(), folder / "ca.pem"
+    log = folder / "proxy.log"
+    proxy_script = os.path.join(os.path.dirname(__file__), "gcs_proxy.py")
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, proxy_script, str(port), os.environ["STORAGE_EMULATOR_HOST"], ca_file],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 20
+        while b"ready" not in log.read_bytes():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the GCS proxy did not start:\n{log.read_text()[-2000:]}")
+            time.sleep(0.1)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("https_proxy", f"http://127.0.0.1:{port}")
+            patch.setenv("no_proxy", "127.0.0.1,localhost")
+            patch.setenv("CURL_CA_BUNDLE", str(ca_file))
+            patch.setenv("GOOGLE_AUTH_TOKEN_FOR_TESTING", "emulator")  # no metadata server
+            yield gcs
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -180,11 +180,6 @@ def test_a_pipeline_parameter_without_a_value_fails_before_anything_runs(tmp_pat
     assert not (root / "first").exists()
 
 
-def test_the_pipeline_root_must_be_local(tmp_path):
-    with pytest.raises(RunError, match="must be a local folder"):
-        run_compiled(_write_yaml(tmp_path, _spec(TWO_TASKS)), "gs://bucket/root")
-
-
 def test_pre_cache_check_runs_first_and_the_executor_reads_its_output(tmp_path):
     driver = (
         "import json, sys; out = json.loads(sys.argv[1])['outputs']['outputFile']; "
@@ -406,3 +401,168 @@ def test_a_compiled_pipeline_reruns_on_a_second_data_root_without_recompiling(tm
     assert _run_outputs(root, "TabularTrainer", "model_run")["metadata"]["total_steps"] == (
         train_b // 16 * 2
     )
+
+
+# --launcher kfp. Writes what it received (like STAND_IN, plus the files on its pod's local disk
+# when it ran) as received.json into each output, after a zero-byte marker object if
+# WRITE_MARKERS is set (as TF's GCS file system does for each directory).
+KFP_STAND_IN = """
+import json, os, re, sys
+executor_input = json.loads(sys.argv[1])
+inputs, outputs = executor_input.get("inputs", {}), executor_input["outputs"]
+pod = re.split(r"/(?:gcs|local)/", outputs["outputFile"])[0]
+local = sorted(os.path.relpath(os.path.join(d, f), pod) for d, _, fs in os.walk(pod) for f in fs)
+received = {"parameters": inputs.get("parameterValues", {}), "local_files": local,
+            "output_file": outputs["outputFile"],
+            "outputs": {k: v["artifacts"][0] for k, v in outputs["artifacts"].items()},
+            "inputs": {k: v["artifacts"][0] for k, v in inputs.get("artifacts", {}).items()}}
+for artifact in received["outputs"].values():
+    uri, data = artifact["uri"], json.dumps(received)
+    if uri.startswith("gs://"):
+        from google.cloud import storage
+        bucket_name, _, key = uri[len("gs://"):].partition("/")
+        bucket = storage.Client().bucket(bucket_name)
+        if os.environ.get("WRITE_MARKERS"):
+            bucket.blob(key + "/").upload_from_string(b"")
+        bucket.blob(key + "/part/received.json").upload_from_string(data)
+    else:
+        os.makedirs(uri + "/part")
+        open(uri + "/part/received.json", "w").write(data)
+reported = {k: {"artifacts": [{"name": "ignored", "uri": v["uri"], "metadata": {
+    "rows": 3, "ok": True, "splits": ["a"], "counts": {"a": 1}, "text": "x"}}]}
+    for k, v in received["outputs"].items()}
+with open(outputs["outputFile"], "w") as f:
+    json.dump({"artifacts": reported}, f)
+"""
+UUID = "[-0-9a-f]{36}"
+
+
+def _kfp_spec(env=()) -> dict:
+    executor = _container("python", "-c", KFP_STAND_IN, "{{$}}", env=list(env))
+    return _spec(TWO_TASKS, {"first": executor, "second": executor})
+
+
+def _read(uri: str, bucket=None) -> dict:
+    if bucket is not None:
+        key = uri[len(f"gs://{bucket.name}/") :]
+        return json.loads(bucket.blob(key + "/part/received.json").download_as_bytes())
+    with open(os.path.join(uri, "part", "received.json")) as handle:
+        return json.load(handle)
+
+
+def _check_kfp_contract(root: str, summary: dict, bucket=None) -> None:
+    first, second = summary["first"]["out"], summary["second"]["out"]
+    run = re.fullmatch(rf"{re.escape(root)}/stand-in/({UUID})/first/{UUID}/out", first)
+    assert run, first
+    assert re.fullmatch(rf"{re.escape(root)}/stand-in/{run.group(1)}/second/{UUID}/out", second)
+    received = _read(second, bucket)
+    # driver.go provisionOutputs: named by the key, the spec's type verbatim, the file local.
+    out = received["outputs"]["out"]
+    assert out == {"name": "out", "uri": second, "type": EXAMPLES_TYPE}
+    assert "://" not in received["output_file"]
+    assert received["output_file"].endswith(
+        second[: -len("/out")].split("://")[-1] + "/output_metadata.json"
+    )
+    # An upstream output as ML Metadata returns it: numeric id, empty type, wrapped values.
+    examples = received["inputs"]["examples"]
+    assert examples["name"] == "1" and examples["uri"] == first
+    assert examples["type"] == {"instanceSchema": ""}
+    assert examples["metadata"] == {
+        "rows": 3.0,
+        "ok": 1.0,
+        "splits": {"list": ["a"]},
+        "counts": {"struct": {"a": 1.0}},
+        "text": "x",
+        "display_name": "out",
+        "store_session_info": '{"Provider":"gs","Params":{"fromEnv":"true"}}',
+    }
+    # It was on the pod's local disk when the command ran (LocalPathForURI).
+    local = "gcs/" + first[len("gs://") :] if bucket else "local" + first
+    assert f"{local}/part/received.json" in received["local_files"]
+
+
+def test_kfp_launcher_passes_artifacts_as_the_open_source_driver_and_launcher_do(tmp_path, capsys):
+    root = str(tmp_path / "root")
+    summary = run_compiled(_write_yaml(tmp_path, _kfp_spec()), root, launcher="kfp")
+    _check_kfp_contract(root, summary)
+    assert "(kfp launcher)" in capsys.readouterr().out
+
+
+def test_kfp_launcher_on_gs_downloads_inputs_and_fails_on_a_directory_marker(tmp_path, gcs):
+    root = f"gs://{gcs.name}/kfp"
+    path = _write_yaml(tmp_path, _kfp_spec())
+    _check_kfp_contract(root, run_compiled(path, root, launcher="kfp"), gcs)
+
+    markers = _write_yaml(tmp_path, _kfp_spec(env=[{"name": "WRITE_MARKERS", "value": "1"}]))
+    with pytest.raises(RunError) as e:
+        run_compiled(markers, root, launcher="kfp")
+    # launcher_v2.go downloadArtifacts + object_store.go DownloadBlob/downloadFile, verbatim.
+    pattern = (
+        r'task second: failed to download input artifact "examples" from remote storage URI '
+        rf'"({root}/stand-in/{UUID}/first/{UUID}/out)": downloadFile\(\): unable to complete '
+        r'copying "(kfp/\S+/out/part/received.json)" to local storage "(/\S+/out/part/'
+        r'received.json)": failed to create local directory "(/\S+/out/part)": '
+        r"mkdir (/\S+/out): not a directory"
+    )
+    match = re.fullmatch(pattern, str(e.value))
+    assert match, str(e.value)
+    assert match.group(5).endswith("/gcs/bucket/" + match.group(1)[len("gs://bucket/") :])
+
+
+def test_the_vertex_launcher_needs_a_local_root_and_an_unknown_launcher_fails(tmp_path):
+    path = _write_yaml(tmp_path, _spec(TWO_TASKS))
+    with pytest.raises(RunError, match="--launcher kfp takes gs://"):
+        run_compiled(path, "gs://bucket/root")
+    with pytest.raises(RunError, match="the launcher must be one of"):
+        run_compiled(path, str(tmp_path / "root"), launcher="argo")
+
+
+@pytest.mark.slow
+def test_compiled_pipeline_on_gs_runs_under_the_kfp_launcher_end_to_end(tmp_path, tf_gcs, capsys):
+    """Every task of the full compiled pipeline, pipeline root and data root on gs:// (the GCS
+    emulator; TF's own GCS file system too), artifacts handed on as the open-source KFP driver
+    and launcher do: inputs untyped, downloaded to local disk first (which fails on any
+    directory marker); afterwards not one marker in the bucket."""
+    import tensorflow as tf
+
+    data = tmp_path / "data"
+    demo_data.write_dataset(str(data), 1000, days=2, files_per_day=1, row_group_size=500)
+    for path in sorted(data.rglob("*")):
+        if path.is_file():
+            tf_gcs.blob(f"data/{path.relative_to(data)}").upload_from_filename(str(path))
+    pipeline = create_pipeline(
+        "kfp-gs",
+        f"gs://{tf_gcs.name}/compiled-root",
+        f"gs://{tf_gcs.name}/data",
+        task="binary",
+        epochs=1,
+        batch_size=64,
+        with_statistics=True,
+        with_transform=True,
+        with_evaluator=True,
+        beam_pipeline_args=["--direct_running_mode=in_memory", "--direct_num_workers=1"],
+    )
+    compiled = str(tmp_path / "pipeline.yaml")
+    kubeflow.compile_pipeline(pipeline, "kubeflow", "tfx-tabular:test", compiled)
+
+    summary = run_compiled(compiled, f"gs://{tf_gcs.name}/kfp", launcher="kfp")
+
+    tasks = compiled_runner.load_compiled(compiled)[0].root.dag.tasks
+    assert set(summary) == set(tasks) and len(tasks) == 7  # with every stock component
+    objects = {blob.name: blob.size for blob in tf_gcs.list_blobs()}
+    assert not [name for name, size in objects.items() if name.endswith("/") and not size]
+    trainer = {
+        key: uri[len(f"gs://{tf_gcs.name}/") :] for key, uri in summary["TabularTrainer"].items()
+    }
+    run_files = [name for name in objects if name.startswith(trainer["model_run"] + "/")]
+    assert any("/checkpoints/" in name for name in run_files), run_files
+    assert any(".tfevents." in name for name in run_files), run_files
+    model = summary["TabularTrainer"]["model"]
+    serving = tf.saved_model.load(f"{model}/Format-Serving")  # through tf.io.gfile on gs://
+    examples = summary["ParquetExampleGen"]["examples"]
+    records = tf.io.gfile.glob(f"{examples}/Split-eval/*")
+    batch = next(iter(tf.data.TFRecordDataset(records).batch(4)))
+    assert serving.signatures["serving_default"](examples=batch)["outputs"].shape == (4, 1)
+    out = capsys.readouterr().out
+    assert "MiB of inputs copied to local disk" in out
+    print(out)  # the per-task sizes, for docs/pipelines.md

@@ -74,11 +74,14 @@ def test_lock_has_the_gpu_extra():
 
 
 def test_kubeflow_v2_entrypoint_imports():
-    module = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
+    """The compiled tasks' command (TFX's kubeflow_v2_run_executor, wrapped) starts and parses
+    TFX's flags."""
+    module = "tfx_tabular.pipelines.task_entrypoint"
     result = subprocess.run(
-        [sys.executable, "-c", f"import {module}"], capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=600
     )
     assert result.returncode == 0, result.stderr[-3000:]
+    assert "--json_serialized_inputs_spec_args" in result.stdout
 
 
 @pytest.mark.parametrize("path", [".venv", ".tools", ".git", "data", "out"])

@@ -253,28 +253,8 @@ def test_module_files_and_resolvers_are_refused(tmp_path):
 
 def test_cli_compile_writes_the_yaml(tmp_path, capsys):
     out = tmp_path / "pipeline.yaml"
-    assert (
-        cli.main(
-            [
-                "compile",
-                "--target",
-                "kubeflow",
-                "--data-root",
-                DATA_ROOT,
-                "--pipeline-root",
-                PIPELINE_ROOT,
-                "--image",
-                IMAGE,
-                "-o",
-                str(out),
-                "--gpus",
-                "1",
-                "--model-fn",
-                "tfx_tabular.training.model:build_reference_model",
-            ]
-        )
-        == 0
-    )
+    model_fn = "tfx_tabular.training.model:build_reference_model"
+    assert cli.main(_compile_args(out, "--gpus", "1", "--model-fn", model_fn)) == 0
     printed = capsys.readouterr().out
     assert "schemaVersion 2.1.0" in printed
     assert (
@@ -407,4 +387,70 @@ def test_bad_vertex_training_jobs_fail_naming_the_problem(flags, message, tmp_pa
         )
         == 2
     )
+    assert message in capsys.readouterr().err
+
+
+def _compile_args(out, *extra) -> list:
+    return [
+        "compile",
+        "--target",
+        "kubeflow",
+        "--data-root",
+        DATA_ROOT,
+        "--pipeline-root",
+        PIPELINE_ROOT,
+        "--image",
+        IMAGE,
+        "-o",
+        str(out),
+        *extra,
+    ]
+
+
+def test_download_volume_is_a_platform_spec_at_the_launchers_download_folder(tmp_path):
+    from tfx_tabular.pipelines import compiled_runner
+
+    out = tmp_path / "pipeline.yaml"
+    args = ["--download-volume-size", "20Gi", "--download-volume-storage-class", "premium-rwo"]
+    assert cli.main(_compile_args(out, *args)) == 0
+
+    spec, platform = yaml.safe_load_all(out.read_text())
+    json_format.ParseDict(spec, pipeline_spec_pb2.PipelineSpec())
+    json_format.ParseDict(platform, pipeline_spec_pb2.PlatformSpec())
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    # Every task that takes input artifacts (ExampleGen takes none).
+    assert set(executors) == {
+        component["executorLabel"]
+        for name, component in spec["components"].items()
+        if name != "ParquetExampleGen"
+    }
+    claim = {
+        "volumeName": "kfp-launcher-downloads",
+        "mountPath": "/gcs",  # launcher_v2.go LocalPathForURI for gs://
+        "accessModes": ["ReadWriteOnce"],
+        "size": "20Gi",
+        "defaultStorageClass": False,
+        "storageClassName": "premium-rwo",
+    }
+    assert all(config == {"genericEphemeralVolume": [claim]} for config in executors.values())
+    assert compiled_runner.load_compiled(str(out))[0].root.dag.tasks.keys() == set(
+        spec["root"]["dag"]["tasks"]
+    )
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--download-volume-size", "lots"], "'lots' is not a Kubernetes quantity"),
+        (["--download-volume-storage-class", "fast"], "without --download-volume-size"),
+        (["--download-volume-size", "1Gi", "--target", "vertex"], "is for --target kubeflow"),
+        (
+            ["--download-volume-size", "1Gi", "--pipeline-root", "/local/root"],
+            "downloads inputs only for",
+        ),
+    ],
+)
+def test_download_volume_errors_name_the_option(tmp_path, capsys, extra, message):
+    out = tmp_path / ("pipeline.json" if "vertex" in extra else "pipeline.yaml")
+    assert cli.main(_compile_args(out, *extra)) == 2
     assert message in capsys.readouterr().err

@@ -215,7 +215,18 @@ def cmd_compile(args) -> dict:
         )
     except ValueError as e:  # the components' own checks, e.g. the batch over the devices
         raise kubeflow.CompileError(str(e)) from None
-    compiled = kubeflow.compile_pipeline(pipeline, args.target, args.image, args.output, resources)
+    download_volume = None
+    if args.download_volume_size:
+        download_volume = kubeflow.DownloadVolume(
+            args.download_volume_size, args.download_volume_storage_class
+        )
+    elif args.download_volume_storage_class:
+        raise kubeflow.CompileError(
+            "--download-volume-storage-class without --download-volume-size"
+        )
+    compiled = kubeflow.compile_pipeline(
+        pipeline, args.target, args.image, args.output, resources, download_volume
+    )
     spec = compiled.get("pipelineSpec", compiled)
     document = {
         "output": args.output,
@@ -313,7 +324,9 @@ def cmd_run_compiled(args) -> dict:
 
     parameters = key_values(args.param, "--param")
     with parameter_errors_are_usage_errors():
-        return compiled_runner.run_compiled(args.compiled, args.pipeline_root, parameters)
+        return compiled_runner.run_compiled(
+            args.compiled, args.pipeline_root, parameters, launcher=args.launcher
+        )
 
 
 def _add_param_argument(p: argparse.ArgumentParser) -> None:
@@ -362,6 +375,18 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--cpu-limit", type=float, default=0.0, help="vCPUs for the Trainer task")
     g.add_argument("--memory-limit", type=float, default=0.0, help="GiB for the Trainer task")
+    g = p.add_argument_group(
+        "Kubeflow task disk",
+        "the open-source KFP launcher copies each task's input artifacts (the Examples "
+        "included) to the pod's local disk first: give each such task a volume of this size "
+        "there (see docs/pipelines.md, Running on Kubeflow)",
+    )
+    g.add_argument(
+        "--download-volume-size", metavar="QUANTITY", help="a Kubernetes quantity, e.g. 50Gi"
+    )
+    g.add_argument(
+        "--download-volume-storage-class", metavar="CLASS", help="default: the cluster's default"
+    )
     g = p.add_argument_group(
         "Vertex AI training job",
         "train on a Vertex AI custom job instead of inside the Trainer "
@@ -437,7 +462,18 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
         help="execute a compiled pipeline file locally, task by task, as the KFP v2 launcher would",
     )
     p.add_argument("compiled", help="pipeline.yaml or pipeline.json from `compile`")
-    p.add_argument("--pipeline-root", required=True, help="local folder for the artifacts")
+    p.add_argument(
+        "--pipeline-root",
+        required=True,
+        help="folder for the artifacts (gs:// too with --launcher kfp)",
+    )
+    p.add_argument(
+        "--launcher",
+        choices=["vertex", "kfp"],
+        default="vertex",
+        help="hand artifacts between tasks as Vertex AI does (typed), or as the open-source "
+        "KFP v2 driver and launcher do (untyped, inputs downloaded to local disk first)",
+    )
     _add_param_argument(p)
     p.set_defaults(func=cmd_run_compiled)
 

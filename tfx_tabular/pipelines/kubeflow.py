@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 from typing import Optional
 
 TARGETS = ("kubeflow", "vertex")
@@ -184,19 +185,90 @@ def _set_task_environment(spec: dict) -> None:
             container["env"] = env + [{"name": k, "value": v} for k, v in TASK_ENVIRONMENT.items()]
 
 
+TFX_ENTRYPOINT = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
+# TFX's entry point wrapped to accept the open-source KFP driver's untyped input artifacts and
+# to leave no directory markers on gs:// (see the module).
+TASK_ENTRYPOINT = "tfx_tabular.pipelines.task_entrypoint"
+
+
+def _set_task_entrypoint(spec: dict) -> None:
+    for executor in spec["deploymentSpec"]["executors"].values():
+        container = executor.get("container", {})
+        if container.get("command") == ["python", "-m", TFX_ENTRYPOINT]:
+            container["command"] = ["python", "-m", TASK_ENTRYPOINT]
+
+
+# The open-source KFP launcher copies every input artifact of a task to the pod's local disk, under
+# /gcs, /s3 or /minio (launcher_v2.go LocalPathForURI), before the command runs. KFP has no way to
+# request ephemeral storage for a task (PipelineSpec's ResourceSpec holds CPU, memory and
+# accelerators; kubernetes_executor_config.proto no container resources), so the copy would land
+# on the node's disk unaccounted for: a generic ephemeral volume (a PVC made and deleted with the
+# pod; KFP backend ≥ 2.2) of a set size is mounted there instead.
+LAUNCHER_DOWNLOAD_ROOTS = {"gs": "/gcs", "s3": "/s3", "minio": "/minio"}
+QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?")
+
+
+@dataclasses.dataclass(frozen=True)
+class DownloadVolume:
+    """`size`: a Kubernetes quantity (e.g. 50Gi); `storage_class`: None for the cluster's
+    default."""
+
+    size: str
+    storage_class: Optional[str] = None
+
+
+def download_volume_platform_spec(spec: dict, pipeline_root: str, volume: DownloadVolume) -> dict:
+    """The KFP PlatformSpec (the second document of the compiled YAML) giving each task that
+    takes input artifacts a volume at the launcher's download folder."""
+    from google.protobuf import json_format
+    from kfp.pipeline_spec import pipeline_spec_pb2
+
+    if not QUANTITY.fullmatch(volume.size):
+        raise CompileError(f"--download-volume-size {volume.size!r} is not a Kubernetes quantity")
+    scheme = pipeline_root.split("://")[0] if "://" in pipeline_root else None
+    if scheme not in LAUNCHER_DOWNLOAD_ROOTS:
+        raise CompileError(
+            f"--download-volume-size: the KFP launcher downloads inputs only for "
+            f"{sorted(LAUNCHER_DOWNLOAD_ROOTS)} pipeline roots, not {pipeline_root}"
+        )
+    claim = {
+        "volumeName": "kfp-launcher-downloads",
+        "mountPath": LAUNCHER_DOWNLOAD_ROOTS[scheme],
+        "accessModes": ["ReadWriteOnce"],
+        "size": volume.size,
+        "defaultStorageClass": volume.storage_class is None,
+    }
+    if volume.storage_class:
+        claim["storageClassName"] = volume.storage_class
+    executors = {
+        component["executorLabel"]: {"genericEphemeralVolume": [claim]}
+        for component in spec["components"].values()
+        if component.get("inputDefinitions", {}).get("artifacts")
+    }
+    platform = {"platforms": {"kubernetes": {"deploymentSpec": {"executors": executors}}}}
+    json_format.ParseDict(platform, pipeline_spec_pb2.PlatformSpec())  # what KFP parses
+    return platform
+
+
 def compile_pipeline(
     pipeline,
     target: str,
     image: str,
     output_path: str,
     resources: TrainerResources = TrainerResources(),
+    download_volume: Optional[DownloadVolume] = None,
 ) -> dict:
     """Write the compiled pipeline to `output_path` and return it as a dict (the PipelineSpec for
-    kubeflow, the PipelineJob for vertex). Touches no cloud storage."""
+    kubeflow, the PipelineJob for vertex). `download_volume` (kubeflow only) adds a second YAML
+    document, the PlatformSpec. Touches no cloud storage."""
     from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
 
     if target not in TARGETS:
         raise CompileError(f"target must be one of {TARGETS}, not {target!r}")
+    if download_volume is not None and target != "kubeflow":
+        raise CompileError(
+            "--download-volume-size is for --target kubeflow (Vertex AI copies no inputs)"
+        )
     _check_compilable(pipeline)
     trainer = next((n for n in pipeline.components if n.id == TRAINER_ID), None)
     platform_config = resource_spec(target, resources)
@@ -231,13 +303,17 @@ def compile_pipeline(
     if example_gen is not None:
         example_gen["cachingOptions"] = {"enableCache": False}
     _set_task_environment(spec)
+    _set_task_entrypoint(spec)
     os.makedirs(os.path.dirname(os.path.abspath(output_path)), exist_ok=True)
     if target == "kubeflow":
         import yaml
 
         spec["defaultPipelineRoot"] = pipeline.pipeline_info.pipeline_root
+        documents = [spec]
+        if download_volume is not None:
+            documents.append(download_volume_platform_spec(spec, root, download_volume))
         with open(output_path, "w") as handle:
-            yaml.safe_dump(spec, handle, sort_keys=True)
+            yaml.safe_dump_all(documents, handle, sort_keys=True)
         return spec
     with open(output_path, "w") as handle:
         json.dump(job, handle, indent=1, sort_keys=True)
