@@ -10,8 +10,9 @@ What TFX's runner leaves to us, and why:
   parameters, which do not change when files under `input_base` do (locally TFX's cache keys on
   the input fingerprint instead; on KFP the executor computes it and records it on the artifact).
 - Pipeline parameters (PIPELINE_PARAMETERS) with the compiled values as defaults: TFX turns a
-  `RuntimeParameter` into a root input of the PipelineSpec but writes no `defaultValue`, so a run
-  without `parameterValues` would have none; we add them.
+  `RuntimeParameter` into a root input of the PipelineSpec but writes no `defaultValue`, and the
+  KFP API server refuses a run that leaves such a parameter out (apiserver/template/
+  v2_template.go); we add them.
 """
 
 from __future__ import annotations

@@ -117,8 +117,9 @@ def vertex_request(job, submission: Submission, project: str, region: str) -> di
 def submit_vertex(
     submission: Submission, project: str, region: str, *, dry_run: bool = False, wait=False
 ) -> dict:
-    """Create the PipelineJob (and, with an experiment, associate it, as aiplatform does after
-    creating it); with `wait`, follow it to its end and raise RunFailed unless it succeeded."""
+    """Create the PipelineJob (with an experiment, aiplatform gets or creates it first and
+    associates the job with it after); with `wait`, follow the job to its end and raise
+    RunFailed unless it succeeded."""
     from google.auth import credentials as auth_credentials
 
     credentials = auth_credentials.AnonymousCredentials() if dry_run else None
