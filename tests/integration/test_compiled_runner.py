@@ -2,7 +2,9 @@
 
 The fast tests run hand-written PipelineSpecs whose tasks are a small stand-in executor speaking
 the same contract as TFX's (ExecutorInput JSON in, ExecutorOutput file out, artifacts reported
-without their type); the slow test compiles the real pipeline and runs TFX's executors."""
+without their type), under both launchers; the slow tests compile the real pipeline and run TFX's
+executors: under the Vertex-shaped launcher on a local root, and under the open-source KFP one
+with everything on gs:// (the GCS emulator)."""
 
 import glob
 import json

@@ -226,6 +226,7 @@ class VertexShaped:
     def __init__(self, pipeline_root: str):
         self.root = pipeline_root
         self.next_id = _next_execution_id(pipeline_root)
+        self.downloaded: Dict[str, int] = {}  # Vertex AI copies no inputs to local disk
 
     def log_path(self, task: str) -> str:
         return os.path.join(self.root, task, "executor.log")
@@ -405,7 +406,7 @@ def run_compiled(compiled_path: str, pipeline_root: str, launcher: str = "vertex
         produced[name] = _run_one(
             name, tasks[name], component, container, parameters[name], produced, runner
         )
-        copied = getattr(runner, "downloaded", {}).get(name)
+        copied = runner.downloaded.get(name)
         copied = f", {copied / 2**20:.1f} MiB of inputs copied to local disk" if copied else ""
         print(f"      done in {time.perf_counter() - task_start:.1f} s{copied}", flush=True)
     print(f"pipeline finished in {time.perf_counter() - start:.0f} s")
