@@ -350,6 +350,14 @@ with open(outputs["outputFile"], "w") as f:
 UUID = "[-0-9a-f]{36}"
 
 
+@pytest.fixture(autouse=True)
+def pods_in_tmp_path(tmp_path, monkeypatch):
+    """--launcher kfp makes each run's "pod disks" folder with tempfile: here, under tmp_path."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+
 def _kfp_spec(env=()) -> dict:
     executor = _container("python", "-c", KFP_STAND_IN, "{{$}}", env=list(env))
     return _spec(TWO_TASKS, {"first": executor, "second": executor})
