@@ -409,6 +409,15 @@ def test_kfp_launcher_passes_artifacts_as_the_open_source_driver_and_launcher_do
     assert "(kfp launcher)" in capsys.readouterr().out
 
 
+def test_cli_run_compiled_takes_the_launcher(tmp_path, capsys):
+    args = ["run-compiled", _write_yaml(tmp_path, _kfp_spec()), "--pipeline-root", str(tmp_path)]
+    assert cli.main(args + ["--launcher", "kfp"]) == 0
+    assert "(kfp launcher)" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as usage_error:
+        cli.main(args + ["--launcher", "argo"])
+    assert usage_error.value.code == 2
+
+
 def test_kfp_launcher_on_gs_downloads_inputs_and_fails_on_a_directory_marker(tmp_path, gcs):
     root = f"gs://{gcs.name}/kfp"
     path = _write_yaml(tmp_path, _kfp_spec())
