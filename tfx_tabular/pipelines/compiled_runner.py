@@ -1,6 +1,8 @@
 """Run a compiled pipeline file (Kubeflow PipelineSpec YAML or Vertex PipelineJob JSON) locally,
 task by task, the way the KFP v2 launcher runs it: for each task an ExecutorInput is built, the
 container's command runs as a local process, and the ExecutorOutput it writes feeds the next tasks.
+How artifacts pass between tasks is the launcher's: Vertex AI's typed artifacts (VertexShaped, the
+default) or the open-source KFP driver's and launcher's (kfp_launcher.KfpLauncher).
 
 What runs is the file users upload, so this checks the compiled contract itself (parameters,
 artifact types and metadata passed between tasks), not the Python pipeline it came from.
