@@ -496,3 +496,11 @@ def test_compiled_pipeline_on_gs_runs_under_the_kfp_launcher_end_to_end(tmp_path
     out = capsys.readouterr().out
     assert "MiB of inputs copied to local disk" in out
     print(out)  # the per-task sizes, for docs/pipelines.md
+
+
+def test_a_null_metadata_value_fails_as_ml_metadata_rejects_it():
+    from tfx_tabular.pipelines.kfp_launcher import LauncherError, through_ml_metadata
+
+    assert through_ml_metadata(True) == 1.0 and through_ml_metadata([1]) == {"list": [1]}
+    with pytest.raises(LauncherError, match="unknown/unsupported value type NoneType"):
+        through_ml_metadata(None)  # converter.go StructValueToMLMDValue: "TODO: support null"
