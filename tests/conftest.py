@@ -223,7 +223,11 @@ def tf_gcs(gcs, tmp_path_factory):
             patch.setenv("https_proxy", f"http://127.0.0.1:{port}")
             patch.setenv("no_proxy", "127.0.0.1,localhost")
             patch.setenv("CURL_CA_BUNDLE", str(ca_file))
-            patch.setenv("GOOGLE_AUTH_TOKEN_FOR_TESTING", "emulator")  # no metadata server
+            patch.setenv("GOOGLE_AUTH_TOKEN_FOR_TESTING", "emulator")  # TF asks no server
+            # google-auth's default credentials from the proxy's metadata server (for gcsio).
+            patch.delenv("GOOGLE_APPLICATION_CREDENTIALS")
+            patch.setenv("GCE_METADATA_HOST", f"127.0.0.1:{port}")
+            patch.setenv("GCE_METADATA_IP", f"127.0.0.1:{port}")
             yield gcs
     finally:
         proc.terminate()

@@ -6,7 +6,7 @@ https://storage.googleapis.com/) and no emulator setting; tensorflow-io-gcs-file
 honours CLOUD_STORAGE_EMULATOR_ENDPOINT, crashes TF 2.16 with a segmentation fault on the first
 gs:// call (TF_USE_MODULAR_FILESYSTEM=1, checked here). What TF does honour: libcurl's
 `https_proxy`, `CURL_CA_BUNDLE` (a CA file), and GOOGLE_AUTH_TOKEN_FOR_TESTING (a fixed bearer
-token instead of the metadata server). So this is an HTTPS proxy on loopback: it accepts CONNECT
+token instead of the metadata server). So this is an HTTPS proxy on loopback (and a stand-in GCE metadata server, below): it accepts CONNECT
 to the Google hosts, speaks TLS to TF with a certificate from its own throwaway CA, and forwards
 each request unchanged (path, query, headers, body) to the emulator over plain HTTP.
 
@@ -117,14 +117,19 @@ class Forwarder(http.server.BaseHTTPRequestHandler):
         if not body and self.command == "POST" and "uploadType=media" in self.path:
             body = self._empty_media_upload_as_multipart(headers)
         headers["Content-Length"] = str(len(body))
-        # The emulator builds resumable-upload session URLs from Host: make them its own.
-        headers["Host"] = "{}:{}".format(*self.upstream)
+        # The emulator builds resumable-upload session URLs from Host: make them its own, to
+        # turn them back into the Google host's below (TF sends the session's PUT chunked, with
+        # a Content-Length too, which the emulator misreads: _body decodes it for it).
+        emulator = "http://{}:{}".format(*self.upstream)
+        headers["Host"] = emulator[len("http://") :]
         connection = http.client.HTTPConnection(*self.upstream, timeout=120)
         connection.request(self.command, self.path, body=body, headers=headers)
         response = connection.getresponse()
         data = response.read()
         self.send_response(response.status, response.reason)
         for key, value in response.getheaders():
+            if key.lower() == "location":  # a resumable-upload session: through here too
+                value = value.replace(emulator, "https://" + self.headers["Host"])
             if key.lower() not in HOP_BY_HOP | {"content-length"}:
                 self.send_header(key, value)
         self.send_header("Content-Length", str(len(data)))
@@ -139,10 +144,40 @@ class Forwarder(http.server.BaseHTTPRequestHandler):
         pass
 
 
+# The GCE metadata server's answers google-auth needs for default credentials
+# (google/auth/compute_engine/_metadata.py), so that Beam's gcsio, which insists on credentials,
+# gets a token at once instead of retrying google.auth.default() for ~30 s per process.
+METADATA = {
+    "/": "",
+    "/computeMetadata/v1/project/project-id": "emulator-project",
+    "/computeMetadata/v1/universe/universe-domain": "googleapis.com",
+    "/computeMetadata/v1/instance/service-accounts/default/": json.dumps(
+        {"email": "default", "aliases": ["default"], "scopes": ["cloud-platform"]}
+    ),
+    "/computeMetadata/v1/instance/service-accounts/default/token": json.dumps(
+        {"access_token": "emulator", "expires_in": 3600, "token_type": "Bearer"}
+    ),
+}
+
+
 class Proxy(http.server.BaseHTTPRequestHandler):
-    """CONNECT to the Google hosts only; the tunnel's TLS ends here."""
+    """CONNECT to the Google hosts only (the tunnel's TLS ends here), and plain GETs as the GCE
+    metadata server (GCE_METADATA_HOST / GCE_METADATA_IP point here)."""
 
     context = None
+
+    def do_GET(self):
+        answer = METADATA.get(urllib.parse.urlsplit(self.path).path)
+        if answer is None:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Metadata-Flavor", "Google")
+        json_answer = answer.startswith("{")
+        self.send_header("Content-Type", "application/json" if json_answer else "text/plain")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer.encode())
 
     def do_CONNECT(self):
         host = self.path.split(":")[0]

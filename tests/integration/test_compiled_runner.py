@@ -2,7 +2,9 @@
 
 The fast tests run hand-written PipelineSpecs whose tasks are a small stand-in executor speaking
 the same contract as TFX's (ExecutorInput JSON in, ExecutorOutput file out, artifacts reported
-without their type); the slow test compiles the real pipeline and runs TFX's executors."""
+without their type), under both launchers; the slow tests compile the real pipeline and run TFX's
+executors: under the Vertex-shaped launcher on a local root, and under the open-source KFP one
+with everything on gs:// (the GCS emulator)."""
 
 import glob
 import json
@@ -437,6 +439,14 @@ with open(outputs["outputFile"], "w") as f:
 UUID = "[-0-9a-f]{36}"
 
 
+@pytest.fixture(autouse=True)
+def pods_in_tmp_path(tmp_path, monkeypatch):
+    """--launcher kfp makes each run's "pod disks" folder with tempfile: here, under tmp_path."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+
 def _kfp_spec(env=()) -> dict:
     executor = _container("python", "-c", KFP_STAND_IN, "{{$}}", env=list(env))
     return _spec(TWO_TASKS, {"first": executor, "second": executor})
@@ -486,6 +496,15 @@ def test_kfp_launcher_passes_artifacts_as_the_open_source_driver_and_launcher_do
     summary = run_compiled(_write_yaml(tmp_path, _kfp_spec()), root, launcher="kfp")
     _check_kfp_contract(root, summary)
     assert "(kfp launcher)" in capsys.readouterr().out
+
+
+def test_cli_run_compiled_takes_the_launcher(tmp_path, capsys):
+    args = ["run-compiled", _write_yaml(tmp_path, _kfp_spec()), "--pipeline-root", str(tmp_path)]
+    assert cli.main(args + ["--launcher", "kfp"]) == 0
+    assert "(kfp launcher)" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as usage_error:
+        cli.main(args + ["--launcher", "argo"])
+    assert usage_error.value.code == 2
 
 
 def test_kfp_launcher_on_gs_downloads_inputs_and_fails_on_a_directory_marker(tmp_path, gcs):
@@ -566,3 +585,11 @@ def test_compiled_pipeline_on_gs_runs_under_the_kfp_launcher_end_to_end(tmp_path
     out = capsys.readouterr().out
     assert "MiB of inputs copied to local disk" in out
     print(out)  # the per-task sizes, for docs/pipelines.md
+
+
+def test_a_null_metadata_value_fails_as_ml_metadata_rejects_it():
+    from tfx_tabular.pipelines.kfp_launcher import LauncherError, through_ml_metadata
+
+    assert through_ml_metadata(True) == 1.0 and through_ml_metadata([1]) == {"list": [1]}
+    with pytest.raises(LauncherError, match="unknown/unsupported value type NoneType"):
+        through_ml_metadata(None)  # converter.go StructValueToMLMDValue: "TODO: support null"

@@ -171,16 +171,20 @@ def test_directory_markers_are_removed_and_real_objects_kept(gcs):
         "root/Trainer/model/Format-Serving/assets/empty.txt": b"",  # an empty file: kept
         "root/Trainer/model_run/": b"",
         "root/Trainer/model2/": b"",  # another artifact whose name shares the prefix: kept
+        "root/Trainer/": b"",  # above the outputs: TF's makedirs made it too
+        "root/": b"",
+        "other/": b"",  # not above any output: kept
     }
     for name, data in names.items():
         gcs.blob(name).upload_from_string(data)
 
     uris = ["gs://bucket/root/Trainer/model", "gs://bucket/root/Trainer/model_run/", "/local"]
-    assert task_entrypoint.remove_directory_markers(uris, client) == 3
+    assert task_entrypoint.remove_directory_markers(uris, client) == 5
 
-    left = {blob.name for blob in gcs.list_blobs(prefix="root/")}
+    left = {blob.name for blob in gcs.list_blobs()}
     assert left == {
         "root/Trainer/model/Format-Serving/saved_model.pb",
         "root/Trainer/model/Format-Serving/assets/empty.txt",
         "root/Trainer/model2/",
+        "other/",
     }

@@ -1,6 +1,8 @@
 """Run a compiled pipeline file (Kubeflow PipelineSpec YAML or Vertex PipelineJob JSON) locally,
 task by task, the way the KFP v2 launcher runs it: for each task an ExecutorInput is built, the
 container's command runs as a local process, and the ExecutorOutput it writes feeds the next tasks.
+How artifacts pass between tasks is the launcher's: Vertex AI's typed artifacts (VertexShaped, the
+default) or the open-source KFP driver's and launcher's (kfp_launcher.KfpLauncher).
 
 What runs is the file users upload, so this checks the compiled contract itself (parameters,
 artifact types and metadata passed between tasks), not the Python pipeline it came from.
@@ -290,6 +292,7 @@ class VertexShaped:
     def __init__(self, pipeline_root: str):
         self.root = pipeline_root
         self.next_id = _next_execution_id(pipeline_root)
+        self.downloaded: Dict[str, int] = {}  # Vertex AI copies no inputs to local disk
 
     def log_path(self, task: str) -> str:
         return os.path.join(self.root, task, "executor.log")
@@ -482,7 +485,7 @@ def run_compiled(
         produced[name] = _run_one(
             name, tasks[name], component, container, parameters[name], produced, runner
         )
-        copied = getattr(runner, "downloaded", {}).get(name)
+        copied = runner.downloaded.get(name)
         copied = f", {copied / 2**20:.1f} MiB of inputs copied to local disk" if copied else ""
         print(f"      done in {time.perf_counter() - task_start:.1f} s{copied}", flush=True)
     print(f"pipeline finished in {time.perf_counter() - start:.0f} s")

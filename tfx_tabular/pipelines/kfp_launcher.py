@@ -26,7 +26,8 @@ import shutil
 import uuid
 from typing import Dict, List
 
-# What the launcher records as store_session_info for a bucket configured from the environment.
+# What the launcher records as store_session_info for a bucket configured from the environment
+# (recorded for the local stand-in store too).
 STORE_SESSION_INFO = '{"Provider":"gs","Params":{"fromEnv":"true"}}'
 
 
@@ -64,7 +65,7 @@ class ObjectStore:
 
             self.client = storage.Client()
 
-    def _bucket_and_key(self, uri: str):
+    def bucket_and_key(self, uri: str):
         if self.gcs:
             bucket, _, key = uri[len("gs://") :].partition("/")
             return self.client.bucket(bucket), key
@@ -73,7 +74,7 @@ class ObjectStore:
     def list(self, uri: str) -> List[tuple]:
         """(key, size) of every object whose key starts with the URI's key, in the store's
         lexicographic order (GCS lists so; a folder's files are sorted to match)."""
-        bucket, key = self._bucket_and_key(uri)
+        bucket, key = self.bucket_and_key(uri)
         if self.gcs:
             return sorted((b.name, b.size or 0) for b in bucket.list_blobs(prefix=key))
         found = []
@@ -86,14 +87,14 @@ class ObjectStore:
         return sorted(found)
 
     def download(self, uri: str, key: str, local_path: str) -> None:
-        bucket, _ = self._bucket_and_key(uri)
+        bucket, _ = self.bucket_and_key(uri)
         if self.gcs:
             bucket.blob(key).download_to_filename(local_path)
         else:
             shutil.copyfile(key, local_path)
 
     def upload(self, local_dir: str, uri: str) -> None:
-        bucket, key = self._bucket_and_key(uri)
+        bucket, key = self.bucket_and_key(uri)
         for folder, _, files in os.walk(local_dir):
             for name in files:
                 path = os.path.join(folder, name)
@@ -109,7 +110,7 @@ def download_blob(store: ObjectStore, uri: str, local_dir: str) -> int:
     """object_store.go `DownloadBlob`: every object under the URI's key to `local_dir`, by its
     key relative to the URI's (a marker `key/` is relative ".", so it becomes a file at
     `local_dir`, and the next object's directory cannot be made). Returns the bytes copied."""
-    _, blob_dir = store._bucket_and_key(uri)
+    _, blob_dir = store.bucket_and_key(uri)
     blob_dir = blob_dir.rstrip("/")
     copied = 0
     for key, size in store.list(uri):

@@ -14,8 +14,8 @@ Typed artifacts (Vertex AI's) pass unchanged.
 After the executor: TensorFlow's GCS file system writes a zero-byte object `key/` for every
 directory it makes (SavedModels, checkpoints, TensorBoard logs); the open-source launcher's
 download of a downstream task's inputs fails on them before that task's command runs
-(kubeflow/pipelines#13476). They are deleted under every gs:// output URI, and the task fails if
-any remain.
+(kubeflow/pipelines#13476). They are deleted at and under every gs:// output URI (the task fails
+if any remain there), and above it (TF makes every level of a path).
 """
 
 from __future__ import annotations
@@ -115,9 +115,21 @@ def directory_markers(client, uri: str) -> list:
     ]
 
 
+def _ancestor_markers(client, uri: str) -> list:
+    """The markers TF left for the folders above the URI (`makedirs` makes every level): no
+    launcher download lists them, but they are litter all the same."""
+    bucket_name, key = _split_gs_uri(uri)
+    bucket = client.bucket(bucket_name)
+    parts = key.split("/")[:-1]
+    names = ["/".join(parts[: i + 1]) + "/" for i in range(len(parts))]
+    return [b for b in (bucket.get_blob(name) for name in names) if b is not None and not b.size]
+
+
 def remove_directory_markers(uris: Iterable[str], client=None) -> int:
-    """Delete the directory markers under each gs:// URI; returns how many. Fails naming the
-    URI if any remain, since the next task's download would fail on them."""
+    """Delete the directory markers at, under and above each gs:// URI; returns how many. Fails
+    naming the URI if any remain under it, since the next task's download would fail on them."""
+    from google.api_core.exceptions import NotFound
+
     gs_uris = [uri for uri in uris if uri.startswith("gs://")]
     if not gs_uris:
         return 0
@@ -127,10 +139,13 @@ def remove_directory_markers(uris: Iterable[str], client=None) -> int:
         client = storage.Client()
     removed = 0
     for uri in gs_uris:
-        markers = directory_markers(client, uri)
-        if markers:
-            client.bucket(_split_gs_uri(uri)[0]).delete_blobs(markers)
-            removed += len(markers)
+        markers = directory_markers(client, uri) + _ancestor_markers(client, uri)
+        for marker in {m.name: m for m in markers}.values():
+            try:
+                marker.delete()
+                removed += 1
+            except NotFound:  # a task running beside this one removed it first
+                pass
         left = directory_markers(client, uri)
         if left:
             raise RuntimeError(
