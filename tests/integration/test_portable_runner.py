@@ -239,15 +239,18 @@ def _through(job_server: str, pool) -> list[str]:
 
 
 def test_convert_through_a_job_server_process(
-    gcs, job_server, pool, data, local_conversion, tmp_path
+    job_server, pool, demo_dataset, local_conversion, tmp_path
 ):
-    out = f"gs://{BUCKET}/portable-job-server"
+    # Local paths: gs:// on this path is the embedded service's test above, and each job whose
+    # workers touch gs:// waits ~22 s for credentials that do not exist here.
+    out = str(tmp_path / "out")
+    before = len(_workers_started(pool))
     args = [f"--beam-arg={a}" for a in _through(job_server, pool)]
-    result = _cli("convert", data, out, "--num-shards", "2", *args)
+    result = _cli("convert", demo_dataset, out, "--num-shards", "2", *args)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert len(_workers_started(pool)) == before + 2  # the probe job's worker, the conversion's
     for name in ("train", "eval"):
-        records = _download_split(gcs, "portable-job-server", name, tmp_path)
-        assert sorted(records) == sorted(read_split(local_conversion, name))
+        assert sorted(read_split(out, name)) == sorted(read_split(local_conversion, name))
 
 
 def test_a_broken_pool_behind_a_job_server_fails_fast_too(job_server, broken_pool, data):
