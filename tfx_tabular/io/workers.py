@@ -4,9 +4,10 @@ With an external worker pool (`python -m apache_beam.runners.worker.worker_pool_
 and Spark deployments on Kubernetes run beside each task manager), the pool starts each worker as
 `python -c ...` with the `python` on ITS PATH. When that Python lacks apache_beam the worker dies
 at once, the pool does not notice and the runner waits for it forever: a conversion hangs without
-a word. Before the real pipeline, a one-element probe pipeline runs on the same options; it fails
-with the cause named when the workers cannot load Beam and tfx_tabular in the driver's versions,
-or when none has started within the time limit.
+a word. Before the real pipeline, `check_sdk_workers` fails with the cause named when no worker
+starts within the time limit: with the embedded job service (`--job_endpoint=embed`) it asks the
+pool for one worker itself and waits for its connection; through a job server it runs a
+one-element probe job, which also checks the workers load tfx_tabular and the driver's Beam.
 """
 
 from __future__ import annotations
