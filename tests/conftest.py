@@ -16,8 +16,8 @@ import pytest
 # of TensorFlow (tests/integration/test_keras2.py checks the entry points without it).
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-# The GCS emulator's bucket (tests/unit/test_gcs.py has how gs:// reaches it).
-BUCKET = "bucket"
+BUCKET = "bucket"  # the GCS emulator's bucket (the `gcs` fixture)
+
 # A single in-process worker: a Beam pipeline then takes well under a second.
 IN_MEMORY_BEAM = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
 
@@ -124,10 +124,10 @@ def tfx_parquet_testdata() -> str:
     return folder
 
 
-# gs:// against a local GCS emulator (the `gcp-storage-emulator` package), for every client.
+# The GCS emulator (`gcp-storage-emulator`) on loopback, for every test that reads or writes gs://.
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -157,7 +157,7 @@ def gcs(tmp_path_factory):
     from apache_beam.internal.gcp import auth as beam_auth
 
     folder = tmp_path_factory.mktemp("gcs")
-    port = _free_port()
+    port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
     log = folder / "emulator.log"
     with open(log, "wb") as out:
@@ -204,7 +204,7 @@ def tf_gcs(gcs, tmp_path_factory):
     checkpoints, TensorBoard and SavedModel export) reaching the emulator through
     tests/gcs_proxy.py (which says why a proxy); in this process and its subprocesses."""
     folder = tmp_path_factory.mktemp("gcs_proxy")
-    port, ca_file = _free_port(), folder / "ca.pem"
+    port, ca_file = free_port(), folder / "ca.pem"
     log = folder / "proxy.log"
     proxy_script = os.path.join(os.path.dirname(__file__), "gcs_proxy.py")
     with open(log, "wb") as out:
@@ -232,3 +232,19 @@ def tf_gcs(gcs, tmp_path_factory):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def upload(bucket, local_root: str, prefix: str, damage=None) -> list:
+    """Upload a local folder's files under `prefix/`; `damage(relative, data)` may alter one."""
+    names = []
+    for folder, _, files in os.walk(local_root):
+        for name in sorted(files):
+            path = os.path.join(folder, name)
+            relative = os.path.relpath(path, local_root).replace(os.sep, "/")
+            with open(path, "rb") as f:
+                data = f.read()
+            if damage:
+                data = damage(relative, data)
+            bucket.blob(f"{prefix}/{relative}").upload_from_string(data)
+            names.append(relative)
+    return sorted(names)

@@ -8,12 +8,11 @@ google-cloud-storage's own client, not through the code under test.
 """
 
 import gc
-import os
 import types
 
 import pyarrow as pa
 import pytest
-from conftest import BUCKET, IN_MEMORY_BEAM
+from conftest import BUCKET, IN_MEMORY_BEAM, upload
 from test_convert import TEMP_DIR, read_split, run
 
 from tfx_tabular.io import convert as conversion
@@ -25,22 +24,6 @@ from tfx_tabular.io.staging import PUBLISHED_MARKER
 SPLITS = ("train", "eval")
 
 
-def _upload(bucket, local_root: str, prefix: str, damage=None) -> list:
-    """Upload a local folder's files under `prefix/`; `damage(relative, data)` may alter one."""
-    names = []
-    for folder, _, files in os.walk(local_root):
-        for name in sorted(files):
-            path = os.path.join(folder, name)
-            relative = os.path.relpath(path, local_root).replace(os.sep, "/")
-            with open(path, "rb") as f:
-                data = f.read()
-            if damage:
-                data = damage(relative, data)
-            bucket.blob(f"{prefix}/{relative}").upload_from_string(data)
-            names.append(relative)
-    return sorted(names)
-
-
 def _object_names(bucket, prefix: str) -> set:
     return {blob.name for blob in bucket.list_blobs(prefix=prefix + "/")}
 
@@ -50,7 +33,7 @@ def converted(gcs, demo_dataset, tmp_path_factory):
     """The demo data uploaded to gs://bucket/data, converted to gs://bucket/out, and converted
     locally too; the gs:// output downloaded (by google-cloud-storage) for reading back."""
     folder = tmp_path_factory.mktemp("gcs_conversion")
-    uploaded = _upload(gcs, demo_dataset, "data")
+    uploaded = upload(gcs, demo_dataset, "data")
     dataset = open_dataset(f"gs://{BUCKET}/data")
     options = OutputOptions(num_shards=2)
     # The default local runner (one thread per core): shards read and write gs:// concurrently.
@@ -127,7 +110,7 @@ def failed(gcs, demo_dataset):
         data[4:64] = b"\xff" * 60  # the first page header, after the "PAR1" magic
         return bytes(data)
 
-    _upload(gcs, demo_dataset, "corrupt", damage)
+    upload(gcs, demo_dataset, "corrupt", damage)
     dataset = open_dataset(f"gs://{BUCKET}/corrupt")  # footers are intact
     with pytest.raises(InputError) as excinfo:
         run(

@@ -34,6 +34,7 @@ from tfx_tabular.io.mapping import features_of
 from tfx_tabular.io.parquet import Dataset, InputError
 from tfx_tabular.io.plan import OutputOptions, Splits, plan_shards, shard_name
 from tfx_tabular.io.staging import PUBLISHED_MARKER, Staging
+from tfx_tabular.io.workers import check_sdk_workers
 
 PROGRESS_DIR = "progress"
 
@@ -351,6 +352,7 @@ def run_conversion(
     """Write the shards with `pipeline` into a staging folder of this run's own, then publish
     them under `output_dir`, or remove the staging folder. The one way a conversion runs (CLI and
     executor). `on_progress(rows written)` is called from a thread while the pipeline runs."""
+    check_sdk_workers(pipeline.options)
     staging = Staging.create(output_dir)
     start = time.perf_counter()
     try:
