@@ -1,7 +1,8 @@
 """`compile --beam-arg` for Dataflow: the set of docs/pipelines.md reaches every Beam-running task
 of the compiled file as TFX's own container entry point parses it, and every task's command
 replaces the image's ENTRYPOINT (Beam's boot, for Dataflow's workers). Nothing runs on Dataflow
-here (no cloud): the contract is TFX's `kubeflow_v2_run_executor`, read from the venv."""
+here (no cloud): the contract is TFX's `kubeflow_v2_run_executor` argument parser, read from the
+venv, which our task entry point uses."""
 
 import json
 
@@ -12,6 +13,7 @@ from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor
 from tfx.utils import import_utils
 
 from tfx_tabular import cli
+from tfx_tabular.pipelines import task_entrypoint
 
 IMAGE = "europe-docker.pkg.dev/example/repo/tfx-tabular:1.0"
 DATAFLOW_ARGS = [
@@ -55,8 +57,9 @@ def test_dataflow_beam_args_reach_every_beam_task(target, suffix, tmp_path):
     for name, executor in _executors(out, target).items():
         container = executor["container"]
         assert container["image"] == IMAGE
-        # KFP's command replaces the image's ENTRYPOINT (Beam's boot): the task runs TFX's entry.
-        assert container["command"][:3] == ["python", "-m", kubeflow_v2_run_executor.__name__]
+        # KFP's command replaces the image's ENTRYPOINT (Beam's boot): the task runs our entry
+        # point, which parses its arguments with TFX's own parser.
+        assert container["command"][:3] == ["python", "-m", task_entrypoint.__name__]
         flags, beam_args = kubeflow_v2_run_executor._parse_flags(container["args"])
         if issubclass(
             import_utils.import_class_by_path(flags.executor_class_path), BaseBeamExecutor
