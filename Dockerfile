@@ -6,9 +6,18 @@
 # Dependencies come from uv.lock through scripts/setup.sh, the same script `make setup` runs,
 # so the image holds exactly the locked set (minus the dev group).
 #
-# No ENTRYPOINT on purpose: pipelines compiled by TFX's Kubeflow V2 runner set the container
-# command to `python -m tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor ...`,
-# and `python` on PATH is the venv's python.
+# One image, two uses:
+# - a KFP / Vertex task image: pipelines compiled by TFX's Kubeflow V2 runner set the container
+#   command to `python -m tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor ...`,
+#   which replaces the ENTRYPOINT below; `python` on PATH is the venv's python;
+# - a Dataflow (or Flink / Spark portable runner) custom SDK container
+#   (`--sdk_container_image=<this image>`): Beam's boot program, copied from the Beam SDK image of
+#   the locked apache-beam version, is the ENTRYPOINT; it starts the SDK worker with `python` from
+#   PATH, i.e. the venv's, which holds apache-beam and tfx_tabular.
+
+# Beam's SDK container boot program; its version must stay the apache-beam version in uv.lock
+# (tests/integration/test_dockerfile.py checks it).
+FROM apache/beam_python3.10_sdk:2.61.0 AS beam_sdk
 
 # Bookworm has glibc 2.36, the same platform uv.lock was resolved for (linux x86_64, CPython 3.10).
 # TODO: pin by digest as well (python:3.10-slim-bookworm@sha256:...) when it can be fetched.
@@ -51,14 +60,20 @@ RUN set -- --no-dev --no-editable; \
     scripts/setup.sh "$@" \
     && rm -rf "$UV_CACHE_DIR" build tfx_tabular.egg-info
 
+COPY --from=beam_sdk /opt/apache/beam /opt/apache/beam
+
 RUN useradd --no-log-init --uid 1000 --user-group --create-home --home-dir /home/tfx \
         --shell /bin/bash tfx
 
 # TF_USE_LEGACY_KERAS: TFX 1.16, TFT and TFMA are Keras 2 code, so `tf.keras` must be Keras 2
 # in every process of every task, user modules included.
+# RUN_PYTHON_SDK_IN_DEFAULT_ENVIRONMENT: without it Beam's boot creates a new virtualenv from the
+# base interpreter for each worker, which would not see this venv's packages (and /opt is not
+# writable by the non-root user).
 ENV PATH=/opt/tfx-tabular/.venv/bin:$PATH \
     VIRTUAL_ENV=/opt/tfx-tabular/.venv \
     TF_USE_LEGACY_KERAS=1 \
+    RUN_PYTHON_SDK_IN_DEFAULT_ENVIRONMENT=1 \
     HOME=/home/tfx \
     NUMBA_CACHE_DIR=/tmp/numba-cache
 
@@ -66,4 +81,4 @@ USER 1000:1000
 # A writable working directory for the non-root user (the venv under /opt stays root-owned).
 WORKDIR /home/tfx
 
-CMD ["tfx-tabular", "--help"]
+ENTRYPOINT ["/opt/apache/beam/boot"]

@@ -19,6 +19,7 @@ from benchmarks import (
     report_examplegen,
     report_input_pipeline,
     report_memory_cap,
+    report_portable_runner,
     report_schema_inference,
 )
 
@@ -28,6 +29,7 @@ RENDERERS = {
     "schema_inference": report_schema_inference.render,
     "input_pipeline": report_input_pipeline.render,
     "memory_cap": report_memory_cap.render,
+    "portable_runner": report_portable_runner.render,
 }
 VERDICTS = {True: "**met**", False: "**not met**", None: "not measured"}
 

@@ -18,13 +18,22 @@ import shutil
 import sys
 import time
 
-from benchmarks import examplegen, harness, input_pipeline, memory_cap, report, schema_inference
+from benchmarks import (
+    examplegen,
+    harness,
+    input_pipeline,
+    memory_cap,
+    portable_runner,
+    report,
+    schema_inference,
+)
 
 SECTIONS = {
     "examplegen": examplegen.run,
     "schema_inference": schema_inference.run,
     "input_pipeline": input_pipeline.run,
     "memory_cap": memory_cap.run,
+    "portable_runner": portable_runner.run,
 }
 
 

@@ -1,6 +1,11 @@
 """Shared fixtures: small Parquet datasets written once per session (tests must not modify them)."""
 
 import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 
 import numpy as np
 import pyarrow as pa
@@ -11,8 +16,36 @@ import pytest
 # of TensorFlow (tests/integration/test_keras2.py checks the entry points without it).
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
+BUCKET = "bucket"  # the GCS emulator's bucket (the `gcs` fixture)
+
 # A single in-process worker: a Beam pipeline then takes well under a second.
 IN_MEMORY_BEAM = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
+
+
+def run_local_pipeline(tmp_path, name: str, components: list, **pipeline_args):
+    """Run TFX components with TFX's BeamDagRunner and SQLite ML Metadata under `tmp_path` (one
+    in-process Beam worker); returns `artifacts(type_name)`: that type's artifacts, oldest first."""
+    from tfx import v1 as tfx
+    from tfx.orchestration import metadata
+    from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
+
+    connection = metadata.sqlite_metadata_connection_config(str(tmp_path / "mlmd.sqlite"))
+    BeamDagRunner().run(
+        tfx.dsl.Pipeline(
+            pipeline_name=name,
+            pipeline_root=str(tmp_path / "root"),
+            components=components,
+            metadata_connection_config=connection,
+            beam_pipeline_args=IN_MEMORY_BEAM,
+            **pipeline_args,
+        )
+    )
+
+    def artifacts(type_name: str) -> list:
+        with metadata.Metadata(connection) as m:
+            return sorted(m.store.get_artifacts_by_type(type_name), key=lambda a: a.id)
+
+    return artifacts
 
 
 def convert_to_examples(data: str, out: str, num_shards: int = 2):
@@ -89,3 +122,129 @@ def tfx_parquet_testdata() -> str:
     if not os.path.exists(os.path.join(folder, "data.parquet")):
         pytest.skip("tfx's testdata/external/parquet/data.parquet is not installed")
     return folder
+
+
+# The GCS emulator (`gcp-storage-emulator`) on loopback, for every test that reads or writes gs://.
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_until_up(endpoint: str, proc: subprocess.Popen, log, seconds: float = 20) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            urllib.request.urlopen(endpoint + "/", timeout=1).read()  # the emulator's health check
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"the GCS emulator did not start at {endpoint}:\n{log.read_text()[-2000:]}"
+                ) from None
+            time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def gcs(tmp_path_factory):
+    """The emulator's bucket (a google.cloud.storage Bucket), with gs:// pointed at the emulator.
+
+    A subprocess, not a server thread in this process: in-process, pyarrow's first upload once
+    hung here.
+    """
+    from apache_beam.internal.gcp import auth as beam_auth
+
+    folder = tmp_path_factory.mktemp("gcs")
+    port = free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    log = folder / "emulator.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gcp_storage_emulator",
+                "start",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--in-memory",
+                "--default-bucket",
+                BUCKET,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        _wait_until_up(endpoint, proc, log)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("STORAGE_EMULATOR_HOST", endpoint)
+            # No credentials exist here and none may be used: with a credentials file that does not
+            # exist, a gs:// access that bypasses the emulator fails at once (without it, pyarrow's
+            # GcsFileSystem retries the metadata server for credentials for ~15 min, then fails).
+            patch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(folder / "no-credentials.json"))
+            # Without credentials Beam's gcsio retries google.auth.default() 4 times with backoff
+            # (about 22 s here) and then connects anonymously, which the emulator needs: skip to
+            # that result.
+            patch.setattr(beam_auth, "get_service_credentials", lambda pipeline_options: None)
+            from google.cloud import storage
+
+            yield storage.Client.create_anonymous_client().bucket(BUCKET)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def tf_gcs(gcs, tmp_path_factory):
+    """`gcs`, with TensorFlow's own GCS file system (tf.io.gfile, so TFX's fileio, Keras
+    checkpoints, TensorBoard and SavedModel export) reaching the emulator through
+    tests/gcs_proxy.py (which says why a proxy); in this process and its subprocesses."""
+    folder = tmp_path_factory.mktemp("gcs_proxy")
+    port, ca_file = free_port(), folder / "ca.pem"
+    log = folder / "proxy.log"
+    proxy_script = os.path.join(os.path.dirname(__file__), "gcs_proxy.py")
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, proxy_script, str(port), os.environ["STORAGE_EMULATOR_HOST"], ca_file],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 20
+        while b"ready" not in log.read_bytes():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the GCS proxy did not start:\n{log.read_text()[-2000:]}")
+            time.sleep(0.1)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("https_proxy", f"http://127.0.0.1:{port}")
+            patch.setenv("no_proxy", "127.0.0.1,localhost")
+            patch.setenv("CURL_CA_BUNDLE", str(ca_file))
+            patch.setenv("GOOGLE_AUTH_TOKEN_FOR_TESTING", "emulator")  # TF asks no server
+            # google-auth's default credentials from the proxy's metadata server (for gcsio).
+            patch.delenv("GOOGLE_APPLICATION_CREDENTIALS")
+            patch.setenv("GCE_METADATA_HOST", f"127.0.0.1:{port}")
+            patch.setenv("GCE_METADATA_IP", f"127.0.0.1:{port}")
+            yield gcs
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def upload(bucket, local_root: str, prefix: str, damage=None) -> list:
+    """Upload a local folder's files under `prefix/`; `damage(relative, data)` may alter one."""
+    names = []
+    for folder, _, files in os.walk(local_root):
+        for name in sorted(files):
+            path = os.path.join(folder, name)
+            relative = os.path.relpath(path, local_root).replace(os.sep, "/")
+            with open(path, "rb") as f:
+                data = f.read()
+            if damage:
+                data = damage(relative, data)
+            bucket.blob(f"{prefix}/{relative}").upload_from_string(data)
+            names.append(relative)
+    return sorted(names)

@@ -56,8 +56,30 @@ def test_dockerfile_installs_from_the_lock_as_non_root():
         )
     user = args_of("USER")[-1].split(":")[0]
     assert user not in ("root", "0")
-    assert not args_of("ENTRYPOINT"), "TFX's Kubeflow V2 runner sets the container command itself"
     assert any(re.search(r"\bPATH=/opt/tfx-tabular/\.venv/bin:", a) for a in args_of("ENV"))
+
+
+def _locked_version(name: str) -> str:
+    packages = {p["name"]: p for p in tomllib.loads((ROOT / "uv.lock").read_text())["package"]}
+    return packages[name]["version"]
+
+
+def test_image_is_a_dataflow_custom_sdk_container_of_the_locked_beam():
+    """Beam's boot program from the SDK image of the locked apache-beam and of the image's Python,
+    as the ENTRYPOINT (what Dataflow and portable runners start); KFP's command replaces it
+    (tests/integration/test_dataflow.py checks every compiled task sets one)."""
+    beam = _locked_version("apache-beam")
+    stages = {}
+    for source in args_of("FROM"):
+        image, _, stage = source.partition(" AS ")
+        stages[stage.strip() or image] = image.split("@")[0]
+    python = stages["python:3.10-slim-bookworm"].split(":")[1].split("-")[0]
+    [(stage, sdk)] = [(k, v) for k, v in stages.items() if v.startswith("apache/beam_python")]
+    assert sdk == f"apache/beam_python{python}_sdk:{beam}"
+    assert f"--from={stage} /opt/apache/beam /opt/apache/beam" in args_of("COPY")
+    assert args_of("ENTRYPOINT") == ['["/opt/apache/beam/boot"]']
+    # Otherwise boot makes a fresh virtualenv per worker that cannot see the image's venv.
+    assert any("RUN_PYTHON_SDK_IN_DEFAULT_ENVIRONMENT=1" in a for a in args_of("ENV"))
 
 
 def test_makefile_setup_uses_the_same_script():
@@ -74,11 +96,14 @@ def test_lock_has_the_gpu_extra():
 
 
 def test_kubeflow_v2_entrypoint_imports():
-    module = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
+    """The compiled tasks' command (TFX's kubeflow_v2_run_executor, wrapped) starts and parses
+    TFX's flags."""
+    module = "tfx_tabular.pipelines.task_entrypoint"
     result = subprocess.run(
-        [sys.executable, "-c", f"import {module}"], capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=600
     )
     assert result.returncode == 0, result.stderr[-3000:]
+    assert "--json_serialized_inputs_spec_args" in result.stdout
 
 
 @pytest.mark.parametrize("path", [".venv", ".tools", ".git", "data", "out"])

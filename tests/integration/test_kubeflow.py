@@ -110,7 +110,10 @@ def test_kubeflow_yaml_is_a_strict_pipeline_spec_the_kfp_backend_accepts(kubeflo
 def test_compiled_parameters_carry_the_data_root_and_importable_functions(kubeflow_yaml):
     spec = _strict_spec(kubeflow_yaml)
     params = spec.root.dag.tasks["ParquetExampleGen"].inputs.parameters
-    assert params["input_base"].runtime_value.constant.string_value == DATA_ROOT
+    assert params["input_base"].component_input_parameter == "data_root"
+    assert spec.root.input_definitions.parameters["data_root"].default_value.string_value == (
+        DATA_ROOT
+    )
     transform = spec.root.dag.tasks["Transform"].inputs.parameters
     assert (
         transform["preprocessing_fn"].runtime_value.constant.string_value
@@ -137,41 +140,86 @@ def test_vertex_json_is_a_pipeline_job_with_vertex_accelerators(vertex_json):
     }
 
 
-def test_vertex_request_is_built_offline_with_anonymous_credentials(vertex_json):
-    request = kubeflow.submit(
-        str(vertex_json),
-        "my-project",
-        "europe-west4",
-        service_account="runner@my-project.iam.gserviceaccount.com",
-        dry_run=True,
+def _root_parameters(spec) -> dict:
+    return json_format.MessageToDict(spec.root.input_definitions)["parameters"]
+
+
+def test_data_root_and_training_values_are_pipeline_parameters_with_compiled_defaults(tmp_path):
+    pipeline = _pipeline(epochs=3, batch_size=64)
+    path = tmp_path / "p.yaml"
+    kubeflow.compile_pipeline(pipeline, "kubeflow", IMAGE, str(path))
+    spec = _strict_spec(path)
+    assert _root_parameters(spec) == {
+        "data_root": {"parameterType": "STRING", "defaultValue": DATA_ROOT, "isOptional": True},
+        "epochs": {"parameterType": "NUMBER_INTEGER", "defaultValue": 3.0, "isOptional": True},
+        "batch_size": {"parameterType": "NUMBER_INTEGER", "defaultValue": 64.0, "isOptional": True},
+        "learning_rate": {
+            "parameterType": "NUMBER_DOUBLE",
+            "defaultValue": 0.001,
+            "isOptional": True,
+        },
+    }
+    trainer = spec.root.dag.tasks["TabularTrainer"].inputs.parameters
+    for name in ("epochs", "batch_size", "learning_rate"):
+        assert trainer[name].component_input_parameter == name
+    # The executor gets typed values: TFX's entry point converts by the component's input types.
+    types = spec.components["TabularTrainer"].input_definitions.parameters
+    assert types["epochs"].parameter_type == pipeline_spec_pb2.ParameterType.NUMBER_INTEGER
+    # Compiling leaves the pipeline as it was: it compiles again, and runs locally, unchanged.
+    [example_gen] = [c for c in pipeline.components if c.id == "ParquetExampleGen"]
+    assert example_gen.exec_properties["input_base"] == DATA_ROOT
+
+
+def test_components_built_with_runtime_parameters_compile_with_their_defaults(tmp_path):
+    from tfx import v1 as tfx
+
+    from tfx_tabular.components import ParquetExampleGen, ParquetSchemaGen, TabularTrainer
+
+    def parameter(name, ptype, default=None):
+        return tfx.dsl.experimental.RuntimeParameter(name=name, ptype=ptype, default=default)
+
+    example_gen = ParquetExampleGen(input_base=parameter("source", str, DATA_ROOT))
+    schema_gen = ParquetSchemaGen(
+        examples=example_gen.outputs["examples"], sample_rows=parameter("sample_rows", int, 500)
     )
-    assert request["parent"] == "projects/my-project/locations/europe-west4"
-    job = request["pipelineJob"]
-    assert job["serviceAccount"] == "runner@my-project.iam.gserviceaccount.com"
-    assert job["runtimeConfig"]["gcsOutputDirectory"] == PIPELINE_ROOT
-    assert job["pipelineSpec"]["schemaVersion"] == "2.1.0"
-    assert request["pipelineJobId"].startswith("tabular-test-")
-
-
-def test_cli_submit_dry_run_prints_the_request(vertex_json, capsys):
-    assert (
-        cli.main(
-            [
-                "submit",
-                str(vertex_json),
-                "--project",
-                "p",
-                "--region",
-                "us-central1",
-                "--pipeline-root",
-                "gs://other/root",
-                "--dry-run",
-            ]
+    trainer = TabularTrainer(
+        examples=example_gen.outputs["examples"],
+        schema=schema_gen.outputs["schema"],
+        epochs=parameter("passes", int, 4),
+    )
+    with pytest.raises(TypeError, match="parameter 'epochs'"):  # the spec's own type check
+        TabularTrainer(
+            examples=example_gen.outputs["examples"],
+            schema=schema_gen.outputs["schema"],
+            epochs=parameter("passes", str, "4"),
         )
-        == 0
+    pipeline = tfx.dsl.Pipeline(
+        pipeline_name="own",
+        pipeline_root=PIPELINE_ROOT,
+        components=[example_gen, schema_gen, trainer],
     )
-    request = json.loads(capsys.readouterr().out)
-    assert request["pipelineJob"]["runtimeConfig"]["gcsOutputDirectory"] == "gs://other/root"
+    path = tmp_path / "p.yaml"
+    kubeflow.compile_pipeline(pipeline, "kubeflow", IMAGE, str(path))
+    parameters = _root_parameters(_strict_spec(path))
+    # The author's parameters keep their names; ours fill in only what they left constant.
+    assert {n: p.get("defaultValue") for n, p in parameters.items()} == {
+        "source": DATA_ROOT,
+        "sample_rows": 500.0,
+        "passes": 4.0,
+        "batch_size": 1024.0,
+        "learning_rate": 0.001,
+    }
+
+
+def test_train_steps_fix_the_length_so_epochs_is_no_parameter(tmp_path):
+    path = tmp_path / "p.json"
+    kubeflow.compile_pipeline(_pipeline(train_steps=10), "vertex", IMAGE, str(path))
+    job = json.loads(path.read_text())
+    assert sorted(job["pipelineSpec"]["root"]["inputDefinitions"]["parameters"]) == [
+        "batch_size",
+        "data_root",
+        "learning_rate",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -210,29 +258,14 @@ def test_module_files_and_resolvers_are_refused(tmp_path):
 
 def test_cli_compile_writes_the_yaml(tmp_path, capsys):
     out = tmp_path / "pipeline.yaml"
+    model_fn = "tfx_tabular.training.model:build_reference_model"
+    assert cli.main(_compile_args(out, "--gpus", "1", "--model-fn", model_fn)) == 0
+    printed = capsys.readouterr().out
+    assert "schemaVersion 2.1.0" in printed
     assert (
-        cli.main(
-            [
-                "compile",
-                "--target",
-                "kubeflow",
-                "--data-root",
-                DATA_ROOT,
-                "--pipeline-root",
-                PIPELINE_ROOT,
-                "--image",
-                IMAGE,
-                "-o",
-                str(out),
-                "--gpus",
-                "1",
-                "--model-fn",
-                "tfx_tabular.training.model:build_reference_model",
-            ]
-        )
-        == 0
+        "pipeline parameters (set them with --param at run time): batch_size=1024, "
+        f"data_root={DATA_ROOT}, epochs=1, learning_rate=0.001" in printed
     )
-    assert "schemaVersion 2.1.0" in capsys.readouterr().out
     trainer = _strict_spec(out).root.dag.tasks["TabularTrainer"].inputs.parameters
     assert (
         trainer["model_fn"].runtime_value.constant.string_value
@@ -359,4 +392,70 @@ def test_bad_vertex_training_jobs_fail_naming_the_problem(flags, message, tmp_pa
         )
         == 2
     )
+    assert message in capsys.readouterr().err
+
+
+def _compile_args(out, *extra) -> list:
+    return [
+        "compile",
+        "--target",
+        "kubeflow",
+        "--data-root",
+        DATA_ROOT,
+        "--pipeline-root",
+        PIPELINE_ROOT,
+        "--image",
+        IMAGE,
+        "-o",
+        str(out),
+        *extra,
+    ]
+
+
+def test_download_volume_is_a_platform_spec_at_the_launchers_download_folder(tmp_path):
+    from tfx_tabular.pipelines import compiled_runner
+
+    out = tmp_path / "pipeline.yaml"
+    args = ["--download-volume-size", "20Gi", "--download-volume-storage-class", "premium-rwo"]
+    assert cli.main(_compile_args(out, *args)) == 0
+
+    spec, platform = yaml.safe_load_all(out.read_text())
+    json_format.ParseDict(spec, pipeline_spec_pb2.PipelineSpec())
+    json_format.ParseDict(platform, pipeline_spec_pb2.PlatformSpec())
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    # Every task that takes input artifacts (ExampleGen takes none).
+    assert set(executors) == {
+        component["executorLabel"]
+        for name, component in spec["components"].items()
+        if name != "ParquetExampleGen"
+    }
+    claim = {
+        "volumeName": "kfp-launcher-downloads",
+        "mountPath": "/gcs",  # launcher_v2.go LocalPathForURI for gs://
+        "accessModes": ["ReadWriteOnce"],
+        "size": "20Gi",
+        "defaultStorageClass": False,
+        "storageClassName": "premium-rwo",
+    }
+    assert all(config == {"genericEphemeralVolume": [claim]} for config in executors.values())
+    assert compiled_runner.load_compiled(str(out))[0].root.dag.tasks.keys() == set(
+        spec["root"]["dag"]["tasks"]
+    )
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--download-volume-size", "lots"], "'lots' is not a Kubernetes quantity"),
+        (["--download-volume-storage-class", "fast"], "without --download-volume-size"),
+        (["--download-volume-size", "1Gi", "--target", "vertex"], "is for --target kubeflow"),
+        (
+            ["--download-volume-size", "1Gi", "--pipeline-root", "/local/root"],
+            "downloads inputs only for",
+        ),
+    ],
+)
+def test_download_volume_errors_name_the_option(tmp_path, capsys, extra, message):
+    out = tmp_path / ("pipeline.json" if "vertex" in extra else "pipeline.yaml")
+    assert cli.main(_compile_args(out, *extra)) == 2
     assert message in capsys.readouterr().err

@@ -4,10 +4,8 @@ import os
 import pathlib
 
 import pytest
-from conftest import IN_MEMORY_BEAM
+from conftest import run_local_pipeline
 from tfx import v1 as tfx
-from tfx.orchestration import metadata
-from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
 
 from tfx_tabular.components import ParquetExampleGen, ParquetSchemaGen
 from tfx_tabular.io import demo_data
@@ -27,19 +25,6 @@ def test_stock_trainer_reads_our_examples_with_our_schema(tmp_path):
         train_args=tfx.proto.TrainArgs(num_steps=5),
         eval_args=tfx.proto.EvalArgs(num_steps=1),
     )
-    BeamDagRunner().run(
-        tfx.dsl.Pipeline(
-            pipeline_name="stock-trainer",
-            pipeline_root=str(tmp_path / "root"),
-            components=[example_gen, schema_gen, trainer],
-            metadata_connection_config=metadata.sqlite_metadata_connection_config(
-                str(tmp_path / "mlmd.sqlite")
-            ),
-            beam_pipeline_args=IN_MEMORY_BEAM,
-        )
-    )
-    with metadata.Metadata(
-        metadata.sqlite_metadata_connection_config(str(tmp_path / "mlmd.sqlite"))
-    ) as m:
-        [model] = m.store.get_artifacts_by_type("Model")
+    artifacts = run_local_pipeline(tmp_path, "stock-trainer", [example_gen, schema_gen, trainer])
+    [model] = artifacts("Model")
     assert os.path.exists(os.path.join(model.uri, "Format-Serving", "saved_model.pb"))

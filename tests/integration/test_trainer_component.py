@@ -6,10 +6,8 @@ import os
 
 import pytest
 import tensorflow as tf
-from conftest import IN_MEMORY_BEAM
+from conftest import run_local_pipeline
 from tfx import v1 as tfx
-from tfx.orchestration import metadata
-from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
 
 from tfx_tabular.components import ParquetExampleGen, ParquetSchemaGen, TabularTrainer
 from tfx_tabular.io import demo_data
@@ -29,26 +27,13 @@ def _run(tmp_path, data, curated=None):
         epochs=2,
         eval_args=tfx.proto.EvalArgs(num_steps=2),
     )
-    BeamDagRunner().run(
-        tfx.dsl.Pipeline(
-            pipeline_name="trainer-test",
-            pipeline_root=str(tmp_path / "root"),
-            components=[example_gen, schema_gen, trainer],
-            enable_cache=True,
-            metadata_connection_config=metadata.sqlite_metadata_connection_config(
-                str(tmp_path / "mlmd.sqlite")
-            ),
-            beam_pipeline_args=IN_MEMORY_BEAM,
-        )
+    artifacts = run_local_pipeline(
+        tmp_path, "trainer-test", [example_gen, schema_gen, trainer], enable_cache=True
     )
-    with metadata.Metadata(
-        metadata.sqlite_metadata_connection_config(str(tmp_path / "mlmd.sqlite"))
-    ) as m:
-        [examples] = m.store.get_artifacts_by_type("Examples")
-        runs = m.store.get_artifacts_by_type("ModelRun")
-        models = m.store.get_artifacts_by_type("Model")
+    [examples] = artifacts("Examples")
+    run, model = artifacts("ModelRun")[-1], artifacts("Model")[-1]
     train_rows = int(examples.custom_properties["row_counts"].struct_value["train"])
-    return max(runs, key=lambda a: a.id), max(models, key=lambda a: a.id), train_rows
+    return run, model, train_rows
 
 
 def _scalar_tags(run_dir: str, name: str) -> set:
@@ -80,7 +65,7 @@ def test_trainer_uses_the_schema_artifact_and_exports_a_serving_model(tmp_path):
     assert "eval_auc" in props
     # TensorBoard: per epoch, the training figures and the eval metrics, at the epoch's last step.
     assert _scalar_tags(run.uri, "train") == {"loss", "examples_per_second", "input_wait_fraction"}
-    assert _scalar_tags(run.uri, "eval") == {"auc", "loss"}
+    assert _scalar_tags(run.uri, "eval") == {"auc", "accuracy", "loss"}  # the binary task's
 
     serving = tf.saved_model.load(os.path.join(model.uri, "Format-Serving"))
     records = glob.glob(
@@ -96,3 +81,52 @@ def test_trainer_uses_the_schema_artifact_and_exports_a_serving_model(tmp_path):
     curated.write_text('feature { name: "C1" deprecated: true }\n')
     run2, _, _ = _run(tmp_path, data, curated=str(curated))
     assert run2.id != run.id and set(features) - set(_parsed_features(run2)) == {"C1"}
+
+
+def test_hyperparameters_custom_config_and_base_model_reach_the_trainer(tmp_path):
+    """Through the component and ML Metadata: a dict of hyperparameters and custom_config reach
+    model_fn; a HyperParameters artifact (as the stock Tuner writes it, brought in by TFX's
+    Importer) does too; a second trainer warm-starts from the first one's Model."""
+    import json
+
+    import keras_tuner
+
+    data = str(tmp_path / "data")
+    demo_data.write_dataset(data, 900, days=1, files_per_day=1, row_group_size=300)
+    tuned = tmp_path / "tuned"
+    tuned.mkdir()
+    space = keras_tuner.HyperParameters()
+    space.Fixed("units", 3)
+    (tuned / "best_hyperparameters.txt").write_text(json.dumps(space.get_config()))
+
+    example_gen = ParquetExampleGen(input_base=data)
+    schema_gen = ParquetSchemaGen(examples=example_gen.outputs["examples"], label="label")
+    importer = tfx.dsl.Importer(
+        source_uri=str(tuned), artifact_type=tfx.types.standard_artifacts.HyperParameters
+    ).with_id("tuned")
+    common = dict(
+        examples=example_gen.outputs["examples"],
+        schema=schema_gen.outputs["schema"],
+        model_fn="hyper_module:model_fn",
+        custom_config={"layer_name": "from_config"},
+        batch_size=32,
+    )
+    first = TabularTrainer(**common, hyperparameters={"units": 3}, epochs=1)
+    warm = TabularTrainer(
+        **common,
+        hyperparameters=importer.outputs["result"],
+        base_model=first.outputs["model"],
+        learning_rate=0.0,  # no learning: the weights stay the base model's
+        train_args=tfx.proto.TrainArgs(num_steps=1),
+    ).with_id("warm")
+    artifacts = run_local_pipeline(
+        tmp_path, "hyper", [example_gen, schema_gen, importer, first, warm]
+    )
+    models = artifacts("Model")
+    loaded = [tf.saved_model.load(os.path.join(a.uri, "Format-Serving")) for a in models]
+    # Layer names Keras generates differ between the two models of one process (dense, dense_1):
+    # compare the values, in the model's own variable order.
+    values = [[v.numpy().tolist() for v in model.variables] for model in loaded]
+    assert values[0] == values[1]
+    kernels = [v for v in loaded[0].variables if v.name.startswith("from_config/kernel")]
+    assert [tuple(v.shape) for v in kernels] == [(1, 3)]

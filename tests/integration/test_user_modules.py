@@ -11,11 +11,9 @@ import pathlib
 import keras_tuner
 import pytest
 import tensorflow as tf
-from conftest import IN_MEMORY_BEAM, convert_to_examples
+from conftest import convert_to_examples, run_local_pipeline
 from tfx import v1 as tfx
 from tfx.components.util import tfxio_utils
-from tfx.orchestration import metadata
-from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
 from tfx.types import standard_artifacts
 from tfx.utils import io_utils
 from tfx_bsl.public import tfxio
@@ -80,18 +78,7 @@ def test_the_tuners_hyperparameters_artifact_reaches_user_code(tmp_path):
 
 
 def _run(tmp_path, components):
-    connection = metadata.sqlite_metadata_connection_config(str(tmp_path / "mlmd.sqlite"))
-    BeamDagRunner().run(
-        tfx.dsl.Pipeline(
-            pipeline_name="user-modules",
-            pipeline_root=str(tmp_path / "root"),
-            components=components,
-            metadata_connection_config=connection,
-            beam_pipeline_args=IN_MEMORY_BEAM,
-        )
-    )
-    with metadata.Metadata(connection) as store:
-        [model] = store.store.get_artifacts_by_type("Model")
+    [model] = run_local_pipeline(tmp_path, "user-modules", components)("Model")
     return os.path.join(model.uri, "Format-Serving")
 
 

@@ -8,17 +8,11 @@ google-cloud-storage's own client, not through the code under test.
 """
 
 import gc
-import os
-import socket
-import subprocess
-import sys
-import time
 import types
-import urllib.request
 
 import pyarrow as pa
 import pytest
-from conftest import IN_MEMORY_BEAM
+from conftest import BUCKET, IN_MEMORY_BEAM, upload
 from test_convert import TEMP_DIR, read_split, run
 
 from tfx_tabular.io import convert as conversion
@@ -27,95 +21,7 @@ from tfx_tabular.io.parquet import SOURCE_METADATA_FILE, InputError, open_datase
 from tfx_tabular.io.plan import OutputOptions
 from tfx_tabular.io.staging import PUBLISHED_MARKER
 
-BUCKET = "bucket"
 SPLITS = ("train", "eval")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_until_up(endpoint: str, proc: subprocess.Popen, log, seconds: float = 20) -> None:
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            urllib.request.urlopen(endpoint + "/", timeout=1).read()  # the emulator's health check
-            return
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"the GCS emulator did not start at {endpoint}:\n{log.read_text()[-2000:]}"
-                ) from None
-            time.sleep(0.1)
-
-
-@pytest.fixture(scope="module")
-def gcs(tmp_path_factory):
-    """The emulator's bucket (a google.cloud.storage Bucket), with gs:// pointed at the emulator.
-
-    A subprocess, not a server thread in this process: in-process, pyarrow's first upload once
-    hung here.
-    """
-    from apache_beam.internal.gcp import auth as beam_auth
-
-    folder = tmp_path_factory.mktemp("gcs")
-    port = _free_port()
-    endpoint = f"http://127.0.0.1:{port}"
-    log = folder / "emulator.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gcp_storage_emulator",
-                "start",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--in-memory",
-                "--default-bucket",
-                BUCKET,
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        _wait_until_up(endpoint, proc, log)
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setenv("STORAGE_EMULATOR_HOST", endpoint)
-            # No credentials exist here and none may be used: with a credentials file that does not
-            # exist, a gs:// access that bypasses the emulator fails at once (without it, pyarrow's
-            # GcsFileSystem retries the metadata server for credentials for ~15 min, then fails).
-            patch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(folder / "no-credentials.json"))
-            # Without credentials Beam's gcsio retries google.auth.default() 4 times with backoff
-            # (about 22 s here) and then connects anonymously, which the emulator needs: skip to
-            # that result.
-            patch.setattr(beam_auth, "get_service_credentials", lambda pipeline_options: None)
-            from google.cloud import storage
-
-            yield storage.Client.create_anonymous_client().bucket(BUCKET)
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
-def _upload(bucket, local_root: str, prefix: str, damage=None) -> list:
-    """Upload a local folder's files under `prefix/`; `damage(relative, data)` may alter one."""
-    names = []
-    for folder, _, files in os.walk(local_root):
-        for name in sorted(files):
-            path = os.path.join(folder, name)
-            relative = os.path.relpath(path, local_root).replace(os.sep, "/")
-            with open(path, "rb") as f:
-                data = f.read()
-            if damage:
-                data = damage(relative, data)
-            bucket.blob(f"{prefix}/{relative}").upload_from_string(data)
-            names.append(relative)
-    return sorted(names)
 
 
 def _object_names(bucket, prefix: str) -> set:
@@ -127,7 +33,7 @@ def converted(gcs, demo_dataset, tmp_path_factory):
     """The demo data uploaded to gs://bucket/data, converted to gs://bucket/out, and converted
     locally too; the gs:// output downloaded (by google-cloud-storage) for reading back."""
     folder = tmp_path_factory.mktemp("gcs_conversion")
-    uploaded = _upload(gcs, demo_dataset, "data")
+    uploaded = upload(gcs, demo_dataset, "data")
     dataset = open_dataset(f"gs://{BUCKET}/data")
     options = OutputOptions(num_shards=2)
     # The default local runner (one thread per core): shards read and write gs:// concurrently.
@@ -204,7 +110,7 @@ def failed(gcs, demo_dataset):
         data[4:64] = b"\xff" * 60  # the first page header, after the "PAR1" magic
         return bytes(data)
 
-    _upload(gcs, demo_dataset, "corrupt", damage)
+    upload(gcs, demo_dataset, "corrupt", damage)
     dataset = open_dataset(f"gs://{BUCKET}/corrupt")  # footers are intact
     with pytest.raises(InputError) as excinfo:
         run(

@@ -221,7 +221,18 @@ def cmd_compile(args) -> dict:
         )
     except ValueError as e:  # the components' own checks, e.g. the batch over the devices
         raise kubeflow.CompileError(str(e)) from None
-    compiled = kubeflow.compile_pipeline(pipeline, args.target, args.image, args.output, resources)
+    download_volume = None
+    if args.download_volume_size:
+        download_volume = kubeflow.DownloadVolume(
+            args.download_volume_size, args.download_volume_storage_class
+        )
+    elif args.download_volume_storage_class:
+        raise kubeflow.CompileError(
+            "--download-volume-storage-class without --download-volume-size"
+        )
+    compiled = kubeflow.compile_pipeline(
+        pipeline, args.target, args.image, args.output, resources, download_volume
+    )
     spec = compiled.get("pipelineSpec", compiled)
     document = {
         "output": args.output,
@@ -230,6 +241,13 @@ def cmd_compile(args) -> dict:
         "pipeline_name": spec["pipelineInfo"]["name"],
         "tasks": sorted(spec["root"]["dag"]["tasks"]),
         "schema_version": spec["schemaVersion"],
+        "parameters": {
+            name: definition.get("defaultValue")
+            for name, definition in spec["root"]
+            .get("inputDefinitions", {})
+            .get("parameters", {})
+            .items()
+        },
     }
     say(
         args,
@@ -237,33 +255,94 @@ def cmd_compile(args) -> dict:
         f"{len(document['tasks'])} tasks on {args.image}, schemaVersion "
         f"{document['schema_version']}",
     )
+    parameters = ", ".join(f"{k}={v}" for k, v in sorted(document["parameters"].items()))
+    say(args, f"pipeline parameters (set them with --param at run time): {parameters}")
     return document
 
 
 def cmd_submit(args) -> dict:
-    from tfx_tabular.pipelines import kubeflow
+    from tfx_tabular.cli.data import UsageError
+    from tfx_tabular.pipelines import submit
 
-    request = kubeflow.submit(
-        args.compiled,
-        args.project,
-        args.region,
-        pipeline_root=args.pipeline_root,
+    submission = submit.Submission(
+        compiled_path=args.compiled,
+        parameters=key_values(args.param, "--param"),
+        labels=key_values(args.labels, "--labels"),
         service_account=args.service_account,
-        enable_caching=False if args.no_cache else None,
+        enable_caching=args.enable_caching,
+        experiment=args.experiment,
         display_name=args.display_name,
-        dry_run=args.dry_run,
+        pipeline_root=args.pipeline_root,
     )
+    with parameter_errors_are_usage_errors():
+        if args.target == "kubeflow":
+            if args.project or args.region:
+                raise UsageError("--project / --region are for --target vertex; give --host")
+            document = submit.submit_kubeflow(
+                submission, args.host, dry_run=args.dry_run, wait=args.wait
+            )
+        else:
+            if args.host or not (args.project and args.region):
+                raise UsageError("--target vertex takes --project and --region, not --host")
+            document = submit.submit_vertex(
+                submission, args.project, args.region, dry_run=args.dry_run, wait=args.wait
+            )
     if args.dry_run and not args.json:
-        print(json.dumps(request, indent=1, sort_keys=True))
+        print(json.dumps(document, indent=1, sort_keys=True))
     elif not args.dry_run:
-        say(args, f"submitted {request['name']}")
-    return request
+        run = document.get("name") or document.get("run_id")
+        say(args, f"submitted {run}" + (f": {document['state']}" if "state" in document else ""))
+    return document
+
+
+def key_values(pairs, flag: str) -> dict:
+    """KEY=VALUE flags (repeatable) as a dict; a malformed or repeated one is a usage error."""
+    from tfx_tabular.cli.data import UsageError
+
+    values = {}
+    for pair in pairs or ():
+        key, equals, value = pair.partition("=")
+        if not equals or not key:
+            raise UsageError(f"{flag} takes KEY=VALUE, not {pair!r}")
+        if key in values:
+            raise UsageError(f"{flag} {key} is given twice")
+        values[key] = value
+    return values
+
+
+@contextlib.contextmanager
+def parameter_errors_are_usage_errors():
+    """A pipeline parameter or a submit option the platform refuses: exit code 2."""
+    from tfx_tabular.cli.data import UsageError
+    from tfx_tabular.pipelines.compiled_runner import ParameterError
+    from tfx_tabular.pipelines.submit import SubmitError
+
+    try:
+        yield
+    except ParameterError as e:
+        raise UsageError(f"--param: {e}") from None
+    except SubmitError as e:
+        raise UsageError(str(e)) from None
 
 
 def cmd_run_compiled(args) -> dict:
     from tfx_tabular.pipelines import compiled_runner
 
-    return compiled_runner.run_compiled(args.compiled, args.pipeline_root)
+    parameters = key_values(args.param, "--param")
+    with parameter_errors_are_usage_errors():
+        return compiled_runner.run_compiled(
+            args.compiled, args.pipeline_root, parameters, launcher=args.launcher
+        )
+
+
+def _add_param_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--param",
+        action="append",
+        metavar="KEY=VALUE",
+        help="set a pipeline parameter (repeatable): data_root, epochs, batch_size, "
+        "learning_rate; default: the compiled value",
+    )
 
 
 def add_commands(sub, common: argparse.ArgumentParser) -> None:
@@ -303,6 +382,18 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
     g.add_argument("--cpu-limit", type=float, default=0.0, help="vCPUs for the Trainer task")
     g.add_argument("--memory-limit", type=float, default=0.0, help="GiB for the Trainer task")
     g = p.add_argument_group(
+        "Kubeflow task disk",
+        "the open-source KFP launcher copies each task's input artifacts (the Examples "
+        "included) to the pod's local disk first: give each such task a volume of this size "
+        "there (see docs/pipelines.md, Running on Kubeflow)",
+    )
+    g.add_argument(
+        "--download-volume-size", metavar="QUANTITY", help="a Kubernetes quantity, e.g. 50Gi"
+    )
+    g.add_argument(
+        "--download-volume-storage-class", metavar="CLASS", help="default: the cluster's default"
+    )
+    g = p.add_argument_group(
         "Vertex AI training job",
         "train on a Vertex AI custom job instead of inside the Trainer "
         "task (either target); --gpus / --gpu-type (a Vertex accelerator name) then size each "
@@ -327,19 +418,47 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser(
-        "submit", parents=[common], help="submit a compiled pipeline to Vertex AI Pipelines"
+        "submit",
+        parents=[common],
+        help="submit a compiled pipeline to Vertex AI Pipelines or a Kubeflow Pipelines server",
     )
     p.add_argument("compiled", help="pipeline.json or .yaml from `compile`")
-    p.add_argument("--project", required=True)
-    p.add_argument("--region", required=True)
-    p.add_argument("--service-account")
+    p.add_argument("--target", choices=["vertex", "kubeflow"], default="vertex")
+    p.add_argument("--project", help="vertex: the Google Cloud project")
+    p.add_argument("--region", help="vertex: e.g. us-central1")
+    p.add_argument("--host", help="kubeflow: the KFP API server's URL, e.g. http://localhost:8888")
+    _add_param_argument(p)
+    p.add_argument(
+        "--labels",
+        action="append",
+        metavar="KEY=VALUE",
+        help="vertex: a label of the pipeline job (repeatable)",
+    )
+    p.add_argument(
+        "--service-account",
+        help="vertex: the job's service account; kubeflow: the run's Kubernetes service account",
+    )
+    p.add_argument(
+        "--enable-caching",
+        action=argparse.BooleanOptionalAction,
+        help="turn the execution cache on or off for every task, ParquetExampleGen's too "
+        "(default: as compiled, every task but ParquetExampleGen cached)",
+    )
+    p.add_argument(
+        "--experiment",
+        help="vertex: the Vertex AI experiment; kubeflow: the KFP experiment (default: Default)",
+    )
     p.add_argument("--pipeline-root", help="override the compiled pipeline root")
-    p.add_argument("--display-name")
-    p.add_argument("--no-cache", action="store_true", help="disable Vertex's execution cache")
+    p.add_argument("--display-name", help="the job's (vertex) or run's (kubeflow) name")
+    p.add_argument(
+        "--wait",
+        action="store_true",
+        help="follow the run to its end; exit 0 if it succeeded, 3 if it failed or was cancelled",
+    )
     p.add_argument(
         "--dry-run",
         action="store_true",
-        help="print the CreatePipelineJob request; no network, no credentials",
+        help="print the request(s) as JSON; no network, no credentials",
     )
     p.set_defaults(func=cmd_submit)
 
@@ -349,7 +468,19 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
         help="execute a compiled pipeline file locally, task by task, as the KFP v2 launcher would",
     )
     p.add_argument("compiled", help="pipeline.yaml or pipeline.json from `compile`")
-    p.add_argument("--pipeline-root", required=True, help="local folder for the artifacts")
+    p.add_argument(
+        "--pipeline-root",
+        required=True,
+        help="folder for the artifacts (gs:// too with --launcher kfp)",
+    )
+    p.add_argument(
+        "--launcher",
+        choices=["vertex", "kfp"],
+        default="vertex",
+        help="hand artifacts between tasks as Vertex AI does (typed), or as the open-source "
+        "KFP v2 driver and launcher do (untyped, inputs downloaded to local disk first)",
+    )
+    _add_param_argument(p)
     p.set_defaults(func=cmd_run_compiled)
 
     p = sub.add_parser(

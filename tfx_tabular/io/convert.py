@@ -34,6 +34,7 @@ from tfx_tabular.io.mapping import features_of
 from tfx_tabular.io.parquet import Dataset, InputError
 from tfx_tabular.io.plan import OutputOptions, Splits, plan_shards, shard_name
 from tfx_tabular.io.staging import PUBLISHED_MARKER, Staging
+from tfx_tabular.io.workers import check_sdk_workers
 
 PROGRESS_DIR = "progress"
 STATISTICS_TAG = "statistics"
@@ -455,6 +456,7 @@ def run_conversion(
     executor). `on_progress(rows written)` is called from a thread while the pipeline runs.
     With `statistics_dir`, each split's statistics are computed in the same pass and written
     there as `Split-<name>/FeatureStats.pb` (`tfx_tabular.io.statistics`)."""
+    check_sdk_workers(pipeline.options)
     staging = Staging.create(output_dir)
     start = time.perf_counter()
     try:

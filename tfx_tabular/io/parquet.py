@@ -437,17 +437,26 @@ def unify_schemas(files: Sequence[ParquetFileInfo], decimal_as: str = "float") -
     if it is nullable where present.
     """
     fields: dict[str, tuple[pa.Field, ParquetFileInfo]] = {}
+    # Files of one dataset mostly share their fields: each distinct field's signature once.
+    signatures: dict[tuple[str, str], list] = {}
+
+    def signature_of(field: pa.Field) -> list:
+        key = (field.name, str(field.type))  # extension types are not hashable
+        if key not in signatures:
+            signatures[key] = _signature(field, decimal_as)
+        return signatures[key]
+
     for info in files:
         for field in info.schema:
             try:
-                signature = _signature(field, decimal_as)
+                signature = signature_of(field)
             except ValueError as e:  # unsupported types, duplicate struct fields
                 raise InputError(f"{info.path}: {e}") from None
             if field.name not in fields:
                 fields[field.name] = (field, info)
                 continue
             first, first_info = fields[field.name]
-            if signature != _signature(first, decimal_as) and not (
+            if signature != signature_of(first) and not (
                 pa.types.is_null(first.type) or pa.types.is_null(field.type)
             ):
                 raise InputError(

@@ -1,6 +1,8 @@
 """Run a compiled pipeline file (Kubeflow PipelineSpec YAML or Vertex PipelineJob JSON) locally,
 task by task, the way the KFP v2 launcher runs it: for each task an ExecutorInput is built, the
 container's command runs as a local process, and the ExecutorOutput it writes feeds the next tasks.
+How artifacts pass between tasks is the launcher's: Vertex AI's typed artifacts (VertexShaped, the
+default) or the open-source KFP driver's and launcher's (kfp_launcher.KfpLauncher).
 
 What runs is the file users upload, so this checks the compiled contract itself (parameters,
 artifact types and metadata passed between tasks), not the Python pipeline it came from.
@@ -16,15 +18,97 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
-from typing import Dict, List
+from typing import Any, Dict, List, Mapping, Optional
 
+LAUNCHERS = ("vertex", "kfp")
 LOG_TAIL_LINES = 40
 PLACEHOLDER = re.compile(r"\{\{\$.*?\}\}")
 
 
 class RunError(RuntimeError):
     pass
+
+
+class ParameterError(ValueError):
+    """A pipeline parameter set at run time that the compiled file does not take."""
+
+
+def _parse_parameter(name: str, kind: str, value: Any):
+    """`value` (text from the command line, or a Python value) as a `kind` parameter's value."""
+    if kind == "STRING":
+        return value if isinstance(value, str) else json.dumps(value)
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise ParameterError(
+                f"pipeline parameter {name!r}: {value!r} is not a {kind}"
+            ) from None
+    valid = {
+        "NUMBER_INTEGER": isinstance(value, int) and not isinstance(value, bool),
+        "NUMBER_DOUBLE": isinstance(value, (int, float)) and not isinstance(value, bool),
+        "BOOLEAN": isinstance(value, bool),
+        "LIST": isinstance(value, list),
+        "STRUCT": isinstance(value, dict),
+    }
+    if not valid.get(kind, False):
+        raise ParameterError(f"pipeline parameter {name!r}: {value!r} is not a {kind}")
+    return float(value) if kind == "NUMBER_DOUBLE" else value
+
+
+def check_parameters(spec, values: Mapping[str, Any]) -> Dict[str, Any]:
+    """`values` for the pipeline parameters (the root's inputDefinitions), each converted to its
+    declared type; an unknown name or a value of the wrong type fails naming it, with the list
+    of the pipeline's parameters."""
+    from kfp.pipeline_spec import pipeline_spec_pb2
+
+    definitions = spec.root.input_definitions.parameters
+    kinds = {
+        name: pipeline_spec_pb2.ParameterType.ParameterTypeEnum.Name(d.parameter_type)
+        for name, d in definitions.items()
+    }
+    listing = ", ".join(
+        f"{name} ({kinds[name]}"
+        + (f", default {_plain(d.default_value)!r})" if d.HasField("default_value") else ")")
+        for name, d in sorted(definitions.items())
+    )
+    checked = {}
+    for name, value in values.items():
+        if name not in definitions:
+            raise ParameterError(
+                f"{name!r} is not a parameter of pipeline {spec.pipeline_info.name!r}; "
+                f"its parameters: {listing or 'none'}"
+            )
+        try:
+            checked[name] = _parse_parameter(name, kinds[name], value)
+        except ParameterError as e:
+            raise ParameterError(f"{e}; the pipeline's parameters: {listing}") from None
+    return checked
+
+
+def _plain(value):
+    from google.protobuf import json_format
+
+    plain = json_format.MessageToDict(value)
+    return int(plain) if isinstance(plain, float) and plain.is_integer() else plain
+
+
+def _pipeline_spec(handle):
+    """The PipelineSpec of a compiled YAML; a second document (the Kubernetes PlatformSpec, see
+    kubeflow.DownloadVolume) is checked as the KFP backend parses it, and not applied here."""
+    import yaml
+    from google.protobuf import json_format
+    from kfp.pipeline_spec import pipeline_spec_pb2
+
+    documents = list(yaml.safe_load_all(handle)) or [None]
+    for platform in documents[1:]:
+        try:
+            json_format.ParseDict(platform, pipeline_spec_pb2.PlatformSpec())
+        except json_format.ParseError as e:
+            raise ValueError(f"its second document is not a KFP PlatformSpec: {e}") from None
+    return documents[0]
 
 
 def load_compiled(compiled_path: str):
@@ -37,7 +121,7 @@ def load_compiled(compiled_path: str):
     try:
         with open(compiled_path) as handle:
             document = (
-                json.load(handle) if compiled_path.endswith(".json") else yaml.safe_load(handle)
+                json.load(handle) if compiled_path.endswith(".json") else _pipeline_spec(handle)
             )
     except (OSError, ValueError, yaml.YAMLError) as e:
         raise RunError(f"cannot read {compiled_path}: {e}") from e
@@ -176,17 +260,9 @@ def parameter_values(name: str, task, root_values: dict) -> dict:
     return values
 
 
-def build_executor_input(
-    name: str,
-    task,
-    component,
-    parameters: dict,
-    produced: Dict[str, dict],
-    pipeline_root: str,
-    execution_id: int,
-):
-    """The ExecutorInput of one task: its parameters as parameterValues, upstream outputs as
-    input artifacts, and fresh output artifacts under the pipeline root."""
+def build_executor_input(name: str, task, parameters: dict, produced: Dict[str, dict]):
+    """The ExecutorInput of one task, before its outputs are provisioned: its parameters as
+    parameterValues, upstream outputs (as the launcher recorded them) as input artifacts."""
     from kfp.pipeline_spec import pipeline_spec_pb2
 
     executor_input = pipeline_spec_pb2.ExecutorInput()
@@ -204,16 +280,40 @@ def build_executor_input(
         executor_input.inputs.artifacts[key].artifacts.add().CopyFrom(
             upstream[producer.output_artifact_key]
         )
-    for key, artifact_spec in component.output_definitions.artifacts.items():
-        uri = os.path.join(pipeline_root, name, key, str(execution_id))
-        os.makedirs(uri)  # fails rather than mixing two runs' files in one folder
-        executor_input.outputs.artifacts[key].artifacts.add(
-            name=os.path.relpath(uri, pipeline_root),
-            uri=uri,
-            type=_artifact_type(name, key, artifact_spec),
-        )
-    executor_input.outputs.output_file = os.path.join(pipeline_root, name, "executor_output.json")
     return executor_input
+
+
+class VertexShaped:
+    """The default launcher: typed input artifacts (schemaTitle), as Vertex AI passes them,
+    outputs under `<root>/<task>/<output>/<execution id>`, a local pipeline root."""
+
+    pre_cache_check = True
+
+    def __init__(self, pipeline_root: str):
+        self.root = pipeline_root
+        self.next_id = _next_execution_id(pipeline_root)
+        self.downloaded: Dict[str, int] = {}  # Vertex AI copies no inputs to local disk
+
+    def log_path(self, task: str) -> str:
+        return os.path.join(self.root, task, "executor.log")
+
+    def provision_outputs(self, task: str, component, outputs) -> None:
+        for key, artifact_spec in component.output_definitions.artifacts.items():
+            uri = os.path.join(self.root, task, key, str(self.next_id))
+            os.makedirs(uri)  # fails rather than mixing two runs' files in one folder
+            outputs.artifacts[key].artifacts.add(
+                name=os.path.relpath(uri, self.root),
+                uri=uri,
+                type=_artifact_type(task, key, artifact_spec),
+            )
+        outputs.output_file = os.path.join(self.root, task, "executor_output.json")
+        self.next_id += 1
+
+    def before_command(self, task: str, executor_input) -> None:
+        pass  # Vertex AI reads artifacts in place (gcsfuse): nothing is copied
+
+    def record_outputs(self, task: str, executor_input, executor_output) -> dict:
+        return reported_outputs(executor_input, executor_output)
 
 
 def substitute_placeholders(name: str, arguments, executor_input_json: str) -> List[str]:
@@ -255,9 +355,9 @@ def _run_command(name: str, what: str, command: List[str], env: dict, log_path: 
         )
 
 
-def run_task(name: str, container, executor_input, log_path: str):
-    """Run one container task (its preCacheCheck first, if any, as TFX's ExampleGen driver
-    needs) and return the ExecutorOutput it wrote."""
+def run_task(name: str, container, executor_input, log_path: str, pre_cache_check=True):
+    """Run one container task (its preCacheCheck first, if any and `pre_cache_check`, as Vertex
+    AI does for TFX's ExampleGen driver) and return the ExecutorOutput it wrote."""
     from google.protobuf import json_format
     from kfp.pipeline_spec import pipeline_spec_pb2
 
@@ -268,14 +368,14 @@ def run_task(name: str, container, executor_input, log_path: str):
     open(log_path, "wb").close()
     executor_input_json = json_format.MessageToJson(executor_input, indent=None)
     env = {**os.environ, **{variable.name: variable.value for variable in container.env}}
-    pre_cache_check = container.lifecycle.pre_cache_check
-    if pre_cache_check.command or pre_cache_check.args:
+    check = container.lifecycle.pre_cache_check
+    if pre_cache_check and (check.command or check.args):
         _run_command(
             name,
             "preCacheCheck",
             substitute_placeholders(
                 name,
-                list(pre_cache_check.command) + list(pre_cache_check.args),
+                list(check.command) + list(check.args),
                 executor_input_json,
             ),
             env,
@@ -312,47 +412,87 @@ def reported_outputs(executor_input, executor_output) -> dict:
     return outputs
 
 
-def run_compiled(compiled_path: str, pipeline_root: str) -> dict:
-    """Run every task of a compiled pipeline in DAG order with outputs under `pipeline_root` (a
-    local folder). Returns {task: {output: uri}}."""
-    if "://" in pipeline_root:
-        raise RunError(f"the pipeline root must be a local folder, not {pipeline_root}")
+def _launcher(launcher: str, pipeline_root: str, pipeline_name: str):
+    if launcher == "vertex":
+        if "://" in pipeline_root:
+            raise RunError(
+                f"the pipeline root must be a local folder, not {pipeline_root} "
+                "(--launcher kfp takes gs://)"
+            )
+        return VertexShaped(os.path.abspath(pipeline_root))
+    if launcher == "kfp":
+        from tfx_tabular.pipelines.kfp_launcher import KfpLauncher
+
+        if not pipeline_root.startswith("gs://"):
+            pipeline_root = os.path.abspath(pipeline_root)
+        pods = tempfile.mkdtemp(prefix="tfx-tabular-kfp-pods-")  # each task's local disk
+        return KfpLauncher(pipeline_root, pipeline_name, pods)
+    raise RunError(f"the launcher must be one of {LAUNCHERS}, not {launcher!r}")
+
+
+def _run_one(name: str, task, component, container, parameters, produced, launcher):
+    from tfx_tabular.pipelines.kfp_launcher import LauncherError
+
+    executor_input = build_executor_input(name, task, parameters, produced)
+    launcher.provision_outputs(name, component, executor_input.outputs)
+    log_path = launcher.log_path(name)
+    try:
+        launcher.before_command(name, executor_input)
+        executor_output = run_task(
+            name, container, executor_input, log_path, launcher.pre_cache_check
+        )
+        return launcher.record_outputs(name, executor_input, executor_output)
+    except LauncherError as e:
+        raise RunError(f"task {name}: {e}") from None
+
+
+def run_compiled(
+    compiled_path: str,
+    pipeline_root: str,
+    parameters: Optional[Mapping[str, Any]] = None,
+    launcher: str = "vertex",
+) -> dict:
+    """Run every task of a compiled pipeline in DAG order with outputs under `pipeline_root`,
+    handing artifacts between tasks as `launcher` does: "vertex" (Vertex AI's typed artifacts; a
+    local folder) or "kfp" (the open-source KFP v2 driver and launcher; a local folder or gs://,
+    see kfp_launcher). `parameters` set pipeline parameters (text, as on the command line, or
+    values), checked before any task runs. Returns {task: {output: uri}}."""
+    from google.protobuf import json_format, struct_pb2
+
     spec, deployment, root_values = load_compiled(compiled_path)
-    pipeline_root = os.path.abspath(pipeline_root)
+    for name, value in check_parameters(spec, parameters or {}).items():
+        root_values[name] = json_format.ParseDict(value, struct_pb2.Value())
     tasks = spec.root.dag.tasks
     order = task_order(spec)
     # Refuse unsupported tasks before running any.
     containers = {name: _container(name, tasks[name], spec, deployment) for name in order}
     parameters = {name: parameter_values(name, tasks[name], root_values) for name in order}
-    first_id = _next_execution_id(pipeline_root)
+    runner = _launcher(launcher, pipeline_root, spec.pipeline_info.name)
     print(
         f"running {len(order)} tasks of {spec.pipeline_info.name!r} from {compiled_path} "
-        f"→ {pipeline_root}",
+        f"→ {pipeline_root} ({launcher} launcher)",
         flush=True,
     )
+    if root_values:
+        values = ", ".join(f"{k}={_plain(v)}" for k, v in sorted(root_values.items()))
+        print(f"pipeline parameters: {values}", flush=True)
     produced: Dict[str, dict] = {}
     start = time.perf_counter()
     for index, name in enumerate(order):
         component, container = containers[name]
-        executor_input = build_executor_input(
-            name,
-            tasks[name],
-            component,
-            parameters[name],
-            produced,
-            pipeline_root,
-            first_id + index,
-        )
-        log_path = os.path.join(pipeline_root, name, "executor.log")
-        print(f"[{index + 1}/{len(order)}] {name} (log: {log_path})", flush=True)
+        print(f"[{index + 1}/{len(order)}] {name} (log: {runner.log_path(name)})", flush=True)
         task_start = time.perf_counter()
-        executor_output = run_task(name, container, executor_input, log_path)
-        produced[name] = reported_outputs(executor_input, executor_output)
-        print(f"      done in {time.perf_counter() - task_start:.1f} s", flush=True)
+        produced[name] = _run_one(
+            name, tasks[name], component, container, parameters[name], produced, runner
+        )
+        copied = runner.downloaded.get(name)
+        copied = f", {copied / 2**20:.1f} MiB of inputs copied to local disk" if copied else ""
+        print(f"      done in {time.perf_counter() - task_start:.1f} s{copied}", flush=True)
     print(f"pipeline finished in {time.perf_counter() - start:.0f} s")
     for name, outputs in produced.items():
         for key, artifact in outputs.items():
-            if artifact.type.schema_title == "tfx.Model":
+            output_spec = containers[name][0].output_definitions.artifacts[key]
+            if _artifact_type(name, key, output_spec).schema_title == "tfx.Model":
                 print(f"Model ({name}.{key}): {artifact.uri}")
     return {
         name: {key: artifact.uri for key, artifact in outputs.items()}

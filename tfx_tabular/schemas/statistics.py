@@ -7,11 +7,13 @@ every row group of every Parquet file, or records round-robin across the TFRecor
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
-import os
+import posixpath
 import tempfile
 import time
+import uuid
 from typing import Optional, Sequence
 
 from tensorflow_metadata.proto.v0 import schema_pb2
@@ -37,8 +39,10 @@ def sample_parquet(dataset, rows: int, path: str) -> int:
     if not units:
         return 0
     share = max(1, -(-rows // len(units)))
+    from apache_beam.io.filesystems import FileSystems
+
     count = 0
-    with open(path, "wb") as out:
+    with FileSystems.create(path) as out:
         for info, group in units:
             if count >= rows:
                 break
@@ -82,6 +86,68 @@ def sample_examples(files: Sequence[str], rows: int, path: str) -> int:
     return count
 
 
+@contextlib.contextmanager
+def _shared_folder(beam_pipeline_args: Sequence[str]):
+    """A folder for the sample and the statistics that the runner's workers can read and write:
+    `--temp_location` when given, else (the local DirectRunner only) a local temporary folder."""
+    from apache_beam.options.pipeline_options import (
+        GoogleCloudOptions,
+        PipelineOptions,
+        PortableOptions,
+        StandardOptions,
+    )
+
+    from tfx_tabular.io.staging import delete_tree
+
+    options = PipelineOptions(list(beam_pipeline_args))
+    temp_location = options.view_as(GoogleCloudOptions).temp_location
+    if temp_location:
+        folder = posixpath.join(temp_location, f"tfx-tabular-statistics-{uuid.uuid4().hex}")
+        try:
+            yield folder
+        finally:
+            delete_tree(folder)
+        return
+    runner = options.view_as(StandardOptions).runner or "DirectRunner"
+    if (
+        runner not in ("DirectRunner", "direct")
+        or options.view_as(PortableOptions).environment_type
+    ):
+        from tfx_tabular.io.parquet import InputError
+
+        raise InputError(
+            f"statistics mode on {runner} needs --temp_location, a folder its workers share "
+            "(gs://... or another Beam filesystem): the sample is staged there, not on this disk"
+        )
+    with tempfile.TemporaryDirectory() as folder:
+        yield folder
+
+
+def _generate_statistics(sample: str, output: str, max_vocabulary: int, beam_pipeline_args):
+    """TFDV's generate_statistics_from_tfrecord, with the result read back through Beam's
+    filesystems (TFDV reads it with tf.io.gfile, which knows fewer stores than the workers)."""
+    import apache_beam as beam
+    import tensorflow_data_validation as tfdv
+    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from tensorflow_metadata.proto.v0 import statistics_pb2
+    from tfx_bsl.public import tfxio
+
+    stats_options = tfdv.StatsOptions(num_top_values=max_vocabulary + 1)
+    source = tfxio.TFExampleRecord(file_pattern=sample, telemetry_descriptors=["tfx_tabular"])
+    with beam.Pipeline(options=PipelineOptions(list(beam_pipeline_args))) as p:
+        _ = (
+            p
+            | "ReadSample" >> source.BeamSource(stats_options.desired_batch_size)
+            | "GenerateStatistics" >> tfdv.GenerateStatistics(stats_options)
+            | "WriteStatistics" >> tfdv.WriteStatisticsToBinaryFile(output)
+        )
+    stats = statistics_pb2.DatasetFeatureStatisticsList()
+    with FileSystems.open(output) as handle:
+        stats.ParseFromString(handle.read())
+    return stats
+
+
 def statistics_overlay(
     source,
     sample_rows: int,
@@ -90,20 +156,22 @@ def statistics_overlay(
     base: Optional[schema_pb2.Schema] = None,
 ) -> tuple[schema_pb2.Schema, StatisticsReport]:
     """`base` with string domains, value counts and presence from TFDV over a sample of
-    `source`: a list of TFRecord tf.Example shards, or a `parquet.Dataset`."""
+    `source`: a list of TFRecord tf.Example shards, or a `parquet.Dataset`. The sample and the
+    statistics pass through a folder the runner's workers share (see `_shared_folder`)."""
     import tensorflow_data_validation as tfdv
-    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from tfx_tabular.io.workers import check_sdk_workers
 
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        sample = os.path.join(tmp, "sample.tfrecord")
+    with _shared_folder(beam_pipeline_args) as folder:
+        from apache_beam.options.pipeline_options import PipelineOptions
+
+        check_sdk_workers(PipelineOptions(list(beam_pipeline_args)))
+        sample = posixpath.join(folder, "sample.tfrecord")
         sampler = sample_examples if isinstance(source, (list, tuple)) else sample_parquet
         rows = sampler(source, sample_rows, sample)
-        stats = tfdv.generate_statistics_from_tfrecord(
-            sample,
-            output_path=os.path.join(tmp, "stats.pb"),
-            stats_options=tfdv.StatsOptions(num_top_values=max_vocabulary + 1),
-            pipeline_options=PipelineOptions(list(beam_pipeline_args)),
+        stats = _generate_statistics(
+            sample, posixpath.join(folder, "stats.pb"), max_vocabulary, beam_pipeline_args
         )
     observed = tfdv.infer_schema(
         stats, max_string_domain_size=max_vocabulary, infer_feature_shape=False

@@ -14,7 +14,7 @@ gradient does not depend on its order (each replica gets its own batches).
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Union
+from typing import Callable, Optional, Sequence, Union
 
 import tensorflow as tf
 from tensorflow_metadata.proto.v0 import schema_pb2
@@ -96,6 +96,50 @@ def input_fn(
     if isinstance(schema, str):
         schema = schemas.load_schema(schema)
     label_key = label_key if label_key is not None else label_of(schema)
+    parse = _parser(schema, label_key, features, transform_output)
+    files = _files(file_pattern)
+    workers = input_context.num_input_pipelines if input_context is not None else 1
+    # Fewer files than workers: every worker reads every file and keeps its share of record
+    # blocks, in an order all workers agree on (as tf.data's DATA auto-shard policy does).
+    shard_records = workers > 1 and len(files) < workers
+    ordered = deterministic or not training or shard_records
+    dataset = tf.data.Dataset.from_tensor_slices(files)
+    if workers > 1 and not shard_records:
+        dataset = dataset.shard(workers, input_context.input_pipeline_id)
+    if training:  # with record sharding, every worker must shuffle the files alike
+        file_seed = 0 if shard_records and seed is None else seed
+        dataset = dataset.shuffle(len(files), seed=file_seed, reshuffle_each_iteration=True)
+    compression = _compression(files)
+    dataset = dataset.interleave(
+        lambda f: tf.data.TFRecordDataset(
+            f, compression_type=compression, buffer_size=8 * 1024 * 1024
+        ).batch(block_size),
+        cycle_length=cycle_length,
+        num_parallel_calls=AUTOTUNE,
+        deterministic=ordered,
+    )
+    if shard_records:
+        dataset = dataset.shard(workers, input_context.input_pipeline_id)
+    if training:
+        dataset = _shuffled_blocks(dataset, block_size, block_shuffle_buffer, shuffle_buffer, seed)
+    dataset = dataset.rebatch(batch_size, drop_remainder=training)
+    dataset = dataset.map(parse, num_parallel_calls=AUTOTUNE, deterministic=ordered)
+    if cache is not None:
+        dataset = dataset.cache("" if cache == "memory" else cache)
+        if training:
+            dataset = dataset.shuffle(64, seed=seed, reshuffle_each_iteration=True)
+    if training:
+        dataset = dataset.repeat(num_epochs)
+    dataset = dataset.with_options(_options(ordered, ram_budget_bytes, threadpool_size))
+    if prefetch_to_device:
+        return dataset.apply(tf.data.experimental.prefetch_to_device(prefetch_to_device))
+    return dataset.prefetch(AUTOTUNE)
+
+
+def _parser(schema, label_key, features, transform_output) -> Callable:
+    """Serialized tf.Examples (a batch) → features (and the label): parsed with the schema's
+    spec (projected first: unused features are never decoded), or with Transform's raw spec
+    and then its graph."""
     if transform_output is not None:
         spec = transform_output.raw_feature_spec()
         output_names = list(transform_output.transformed_feature_spec())
@@ -108,41 +152,8 @@ def input_fn(
     unknown = [k for k in keep + ([label_key] if label_key else []) if k not in output_names]
     if unknown:
         raise ValueError(f"features {unknown} are not in the schema's parsing spec")
-    if tft_layer is None:  # project before parsing: unused features are never decoded
+    if tft_layer is None:
         spec = {k: v for k, v in spec.items() if k in keep or k == label_key}
-
-    files = _files(file_pattern)
-    compression = _compression(files)
-    dataset = tf.data.Dataset.from_tensor_slices(files)
-    workers = input_context.num_input_pipelines if input_context is not None else 1
-    # Fewer files than workers: every worker reads every file and keeps its share of record
-    # blocks, in an order all workers agree on (as tf.data's DATA auto-shard policy does).
-    shard_records = workers > 1 and len(files) < workers
-    if workers > 1 and not shard_records:
-        dataset = dataset.shard(workers, input_context.input_pipeline_id)
-    if training:  # with record sharding, every worker must shuffle the files alike
-        file_seed = 0 if shard_records and seed is None else seed
-        dataset = dataset.shuffle(len(files), seed=file_seed, reshuffle_each_iteration=True)
-    ordered = deterministic or not training or shard_records
-    dataset = dataset.interleave(
-        lambda f: tf.data.TFRecordDataset(
-            f, compression_type=compression, buffer_size=8 * 1024 * 1024
-        ).batch(block_size),
-        cycle_length=cycle_length,
-        num_parallel_calls=AUTOTUNE,
-        deterministic=ordered,
-    )
-    if shard_records:
-        dataset = dataset.shard(workers, input_context.input_pipeline_id)
-    if training and shuffle_buffer > 1:
-        dataset = (
-            dataset.unbatch()
-            .shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-            .batch(block_size)
-        )
-    elif training and block_shuffle_buffer > 1:
-        dataset = dataset.shuffle(block_shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    dataset = dataset.rebatch(batch_size, drop_remainder=training)
 
     def parse(serialized):
         parsed = tf.io.parse_example(serialized, spec)
@@ -154,13 +165,23 @@ def input_fn(
         label = parsed.pop(label_key)
         return parsed, label
 
-    dataset = dataset.map(parse, num_parallel_calls=AUTOTUNE, deterministic=ordered)
-    if cache is not None:
-        dataset = dataset.cache("" if cache == "memory" else cache)
-        if training:
-            dataset = dataset.shuffle(64, seed=seed, reshuffle_each_iteration=True)
-    if training:
-        dataset = dataset.repeat(num_epochs)
+    return parse
+
+
+def _shuffled_blocks(dataset, block_size, block_shuffle_buffer, shuffle_buffer, seed):
+    """Blocks of records shuffled whole (cheap), or records shuffled exactly when asked."""
+    if shuffle_buffer > 1:
+        return (
+            dataset.unbatch()
+            .shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+            .batch(block_size)
+        )
+    if block_shuffle_buffer > 1:
+        return dataset.shuffle(block_shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    return dataset
+
+
+def _options(ordered: bool, ram_budget_bytes, threadpool_size) -> tf.data.Options:
     options = tf.data.Options()
     options.autotune.enabled = True
     if ram_budget_bytes:
@@ -168,7 +189,4 @@ def input_fn(
     if threadpool_size:
         options.threading.private_threadpool_size = threadpool_size
     options.deterministic = ordered
-    dataset = dataset.with_options(options)
-    if prefetch_to_device:
-        return dataset.apply(tf.data.experimental.prefetch_to_device(prefetch_to_device))
-    return dataset.prefetch(AUTOTUNE)
+    return options

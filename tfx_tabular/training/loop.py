@@ -370,6 +370,84 @@ class _Loop:
         return history, metrics
 
 
+def _checked_setup(schema, label, strategy, batch_size: int):
+    """The label (given, or the schema's) and the strategy, whose replicas split the batch."""
+    label = label or label_of(schema)
+    if not label:
+        raise ValueError("no label: pass `label` or annotate one in the schema")
+    strategy = strategy or choose_strategy()
+    if batch_size % strategy.num_replicas_in_sync:
+        raise ValueError(
+            f"batch_size {batch_size} is not a multiple of the "
+            f"{strategy.num_replicas_in_sync} replicas"
+        )
+    return label, strategy
+
+
+def _open_run(run_dir: str, strategy: tf.distribute.Strategy) -> _Run:
+    """The chief writes to `run_dir`; another replica to a scratch folder, deleted when train
+    returns, or by its finalizer (at exit at the latest) if training fails."""
+    if is_chief(strategy):
+        return _Run(run_dir, None)
+    run = _Run(run_dir, tempfile.TemporaryDirectory(prefix="tfx-tabular-worker-"))
+    log.info(
+        "not the chief: checkpoints, summaries and the export go to %s (deleted at the "
+        "end; the chief's copy is kept)",
+        run.scratch.name,
+    )
+    return run
+
+
+def _summary_writers(run: _Run) -> dict:
+    return {
+        name: tf.summary.create_file_writer(run.writable(os.path.join(run.run_dir, name)))
+        for name in ("train", "eval")
+    }
+
+
+def _close_run(run: _Run, writers: dict) -> None:
+    for writer in writers.values():
+        writer.close()
+    if run.scratch is not None:
+        run.scratch.cleanup()
+
+
+@dataclasses.dataclass(frozen=True)
+class _InputSettings:
+    """What every distributed dataset of a run shares."""
+
+    schema: schema_pb2.Schema
+    label: str
+    task: Task
+    batch_size: int  # global
+    cache: Optional[str]
+    transform_output: object
+
+
+def _distributed_dataset(
+    strategy: tf.distribute.Strategy, files, settings: _InputSettings, *, training: bool, seed: int
+):
+    """`input_fn` per replica (its share of the global batch and of the files), labels encoded
+    for the task (string classes → ids)."""
+
+    def make(ctx: tf.distribute.InputContext):
+        encode = settings.task.label_encoder(settings.label)
+        dataset = input_fn(
+            files,
+            settings.schema,
+            ctx.get_per_replica_batch_size(settings.batch_size),
+            settings.label,
+            training=training,
+            cache=settings.cache if training else None,
+            seed=seed,
+            input_context=ctx,
+            transform_output=settings.transform_output,
+        )
+        return dataset.map(lambda features, labels: (features, encode(labels)))
+
+    return strategy.distribute_datasets_from_function(make)
+
+
 def train(
     train_files: Sequence[str],
     eval_files: Sequence[str],
@@ -414,48 +492,11 @@ def train(
     once a second. `stop_after_steps` stops early without evaluating or exporting (used to test
     resumption).
     """
-    label = label or label_of(schema)
-    if not label:
-        raise ValueError("no label: pass `label` or annotate one in the schema")
-    strategy = strategy or choose_strategy()
-    if batch_size % strategy.num_replicas_in_sync:
-        raise ValueError(
-            f"batch_size {batch_size} is not a multiple of the "
-            f"{strategy.num_replicas_in_sync} replicas"
-        )
+    label, strategy = _checked_setup(schema, label, strategy, batch_size)
     model_schema, resolved_task = _checked_inputs(
         train_files, eval_files, schema, label, task, transform_output
     )
-    chief = is_chief(strategy)
-    # Deleted when train returns, or by its finalizer (at exit at the latest) if training fails.
-    run = _Run(
-        run_dir, None if chief else tempfile.TemporaryDirectory(prefix="tfx-tabular-worker-")
-    )
-    if run.scratch is not None:
-        log.info(
-            "not the chief: checkpoints, summaries and the export go to %s (deleted at the "
-            "end; the chief's copy is kept)",
-            run.scratch.name,
-        )
-
-    def distributed(files, training: bool):
-        def make(ctx: tf.distribute.InputContext):
-            encode = resolved_task.label_encoder(label)
-            dataset = input_fn(
-                files,
-                schema,
-                ctx.get_per_replica_batch_size(batch_size),
-                label,
-                training=training,
-                cache=cache if training else None,
-                seed=seed + int(trainable.step.numpy()),
-                input_context=ctx,
-                transform_output=transform_output,
-            )
-            return dataset.map(lambda features, labels: (features, encode(labels)))
-
-        return strategy.distribute_datasets_from_function(make)
-
+    run = _open_run(run_dir, strategy)
     with _precision_policy(mixed_precision), strategy.scope():
         trainable = _build_trainable(
             model_fn,
@@ -468,15 +509,23 @@ def train(
         )
     manager = _restore_checkpoints(trainable, run, base_model)
     train_step, eval_step = _step_functions(strategy, trainable, batch_size)
-    writers = {
-        name: tf.summary.create_file_writer(run.writable(os.path.join(run_dir, name)))
-        for name in ("train", "eval")
-    }
+
+    def dataset(files, training: bool):
+        # Seeded by the global step: a resumed run does not replay the first epoch's order.
+        return _distributed_dataset(
+            strategy,
+            files,
+            _InputSettings(schema, label, resolved_task, batch_size, cache, transform_output),
+            training=training,
+            seed=seed + int(trainable.step.numpy()),
+        )
+
+    writers = _summary_writers(run)
     loop = _Loop(
         trainable,
         train_step,
         eval_step,
-        lambda: distributed(eval_files, training=False),
+        lambda: dataset(eval_files, training=False),
         manager,
         writers,
         batch_size,
@@ -491,7 +540,7 @@ def train(
     try:
         with _precision_policy(mixed_precision):
             history, metrics = loop.run(
-                iter(distributed(train_files, training=True)),
+                iter(dataset(train_files, training=True)),
                 steps_per_epoch,
                 last_step,
                 evaluate=finished,
@@ -506,11 +555,8 @@ def train(
                     transform_output,
                 )
     finally:
-        for writer in writers.values():
-            writer.close()
-        if run.scratch is not None:
-            run.scratch.cleanup()
-    exported = finished and serving_model_dir is not None and chief
+        _close_run(run, writers)
+    exported = finished and serving_model_dir is not None and is_chief(strategy)
     return TrainResult(
         int(trainable.step.numpy()), history, metrics, serving_model_dir if exported else None
     )

@@ -1,0 +1,56 @@
+"""The pre-flight check of external SDK workers, where no worker pool is needed (the pool itself:
+tests/integration/test_portable_runner.py)."""
+
+import socket
+import time
+
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from tfx_tabular.io.workers import TIMEOUT_VARIABLE, WorkerStartError, check_sdk_workers
+
+
+def _external(port: int, *extra: str) -> PipelineOptions:
+    return PipelineOptions(
+        [
+            "--runner=PortableRunner",
+            "--job_endpoint=embed",
+            "--environment_type=EXTERNAL",
+            f"--environment_config=localhost:{port}",
+            *extra,
+        ]
+    )
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["--direct_running_mode=multi_processing"],
+        ["--runner=DataflowRunner", "--environment_type=DOCKER"],
+    ],
+)
+def test_other_environments_are_not_probed(args):
+    start = time.monotonic()
+    check_sdk_workers(PipelineOptions(args))
+    assert time.monotonic() - start < 0.5
+
+
+def test_no_pool_at_the_address_fails_at_once():
+    port = _closed_port()
+    start = time.monotonic()
+    with pytest.raises(WorkerStartError, match=f"no SDK worker pool answers at localhost:{port}"):
+        check_sdk_workers(_external(port))
+    assert time.monotonic() - start < 15
+
+
+def test_a_bad_timeout_is_named(monkeypatch):
+    monkeypatch.setenv(TIMEOUT_VARIABLE, "two minutes")
+    with pytest.raises(WorkerStartError, match=f"{TIMEOUT_VARIABLE}='two minutes'"):
+        check_sdk_workers(_external(_closed_port()))
