@@ -563,12 +563,19 @@ def test_compiled_pipeline_on_gs_runs_under_the_kfp_launcher_end_to_end(tmp_path
     compiled = str(tmp_path / "pipeline.yaml")
     kubeflow.compile_pipeline(pipeline, "kubeflow", "tfx-tabular:test", compiled)
 
-    summary = run_compiled(compiled, f"gs://{tf_gcs.name}/kfp", launcher="kfp")
+    summary = run_compiled(compiled, f"gs://{tf_gcs.name}/end-to-end", launcher="kfp")
 
     tasks = compiled_runner.load_compiled(compiled)[0].root.dag.tasks
     # ExampleValidator on ParquetExampleGen's statistics, Transform, Evaluator: 6 tasks.
     assert set(summary) == set(tasks) and len(tasks) == 6
-    objects = {blob.name: blob.size for blob in tf_gcs.list_blobs()}
+    # Every object this run wrote (the module's bucket also holds the markers an earlier test
+    # wrote on purpose under kfp/).
+    objects = {
+        blob.name: blob.size
+        for prefix in ("compiled-root", "data", "end-to-end")
+        for blob in tf_gcs.list_blobs(prefix=prefix)
+    }
+    assert any(name.startswith("end-to-end/") for name in objects)
     assert not [name for name, size in objects.items() if name.endswith("/") and not size]
     trainer = {
         key: uri[len(f"gs://{tf_gcs.name}/") :] for key, uri in summary["TabularTrainer"].items()
