@@ -275,36 +275,10 @@ def test_cli_compile_writes_the_yaml(tmp_path, capsys):
 
 def test_cli_compile_with_a_vertex_training_job(tmp_path, capsys):
     out = tmp_path / "pipeline.json"
-    assert (
-        cli.main(
-            [
-                "compile",
-                "--target",
-                "vertex",
-                "--data-root",
-                DATA_ROOT,
-                "--pipeline-root",
-                PIPELINE_ROOT,
-                "--image",
-                IMAGE,
-                "-o",
-                str(out),
-                "--training-job-project",
-                "p",
-                "--training-job-region",
-                "europe-west4",
-                "--training-job-machine-type",
-                "g2-standard-8",
-                "--training-job-replicas",
-                "4",
-                "--gpus",
-                "1",
-                "--gpu-type",
-                "NVIDIA_L4",
-            ]
-        )
-        == 0
-    )
+    job = ["--training-job-project", "p", "--training-job-region", "europe-west4"]
+    job += ["--training-job-machine-type", "g2-standard-8", "--training-job-replicas", "4"]
+    gpus = ["--gpus", "1", "--gpu-type", "NVIDIA_L4"]
+    assert cli.main(_compile_args(out, *job, *gpus, target="vertex")) == 0
     spec = json.loads(out.read_text())["pipelineSpec"]
     container = spec["deploymentSpec"]["executors"]["TabularTrainer_executor"]["container"]
     assert "resources" not in container  # the job's machines train, not the launching task
@@ -395,11 +369,11 @@ def test_bad_vertex_training_jobs_fail_naming_the_problem(flags, message, tmp_pa
     assert message in capsys.readouterr().err
 
 
-def _compile_args(out, *extra) -> list:
+def _compile_args(out, *extra, target: str = "kubeflow") -> list:
     return [
         "compile",
         "--target",
-        "kubeflow",
+        target,
         "--data-root",
         DATA_ROOT,
         "--pipeline-root",
