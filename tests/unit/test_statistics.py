@@ -22,8 +22,7 @@ def split_statistics(table: pa.Table, batch_rows: int, parts: int = 1):
     for batch in table.to_batches(max_chunksize=batch_rows):
         columns = encoding.feature_columns(batch, features)
         owner = np.arange(batch.num_rows) % parts
-        for i, accumulator in enumerate(accumulators):
-            accumulator.add(columns, None if parts == 1 else owner == i)
+        statistics.add_batch(accumulators, columns, None if parts == 1 else owner)
     merged = statistics.SplitStatistics()
     for accumulator in accumulators:
         merged.merge(statistics.SplitStatistics.from_bytes(accumulator.to_bytes()))  # as shipped
@@ -46,6 +45,7 @@ def test_constants_are_tfdvs():
     assert statistics.NUM_HISTOGRAM_BUCKETS == options.num_histogram_buckets
     assert statistics.NUM_QUANTILES_HISTOGRAM_BUCKETS == options.num_quantiles_histogram_buckets
     assert statistics.QUANTILES_EPSILON == options.epsilon
+    assert statistics.FREQUENCY_THRESHOLD == options.frequency_threshold
     assert statistics.NON_UTF8_PLACEHOLDER == constants.NON_UTF8_PLACEHOLDER
     assert statistics.LARGE_BYTES_PLACEHOLDER == constants.LARGE_BYTES_PLACEHOLDER
     assert (
@@ -118,6 +118,30 @@ def test_exact_fields_do_not_depend_on_batching():
     assert one["x"].num_stats.mean == pytest.approx(values.mean(), rel=1e-12)
     assert one["x"].num_stats.std_dev == pytest.approx(values.std(), rel=1e-12)
     assert one["s"].string_stats == many["s"].string_stats
+
+
+def test_batches_joined_for_the_sketches_hold_the_same_values():
+    """ShardStatistics joins a shard's batches before sketching them: the joined values are the
+    batches' values, strings (sliced Arrow arrays, offsets not at 0) and lists included."""
+    table = pa.concat_tables([edge_table()] * 3)
+    features = features_of(table.schema)
+    whole = dict(encoding.feature_columns(table.combine_chunks().to_batches()[0], features))
+    parts = [encoding.feature_columns(b, features) for b in table.to_batches(max_chunksize=2)]
+    for i, feature in enumerate(features):
+        joined = statistics._concatenated([part[i][1] for part in parts])
+        expected = whole[feature]
+        np.testing.assert_array_equal(joined.row_splits, expected.row_splits)
+        np.testing.assert_array_equal(joined.valid, expected.valid)
+        kept = joined.row_splits[-1]
+        if expected.data is None:
+            values, wanted = joined.values[:kept], expected.values[:kept]
+            np.testing.assert_array_equal(values[~np.isnan(values)], wanted[~np.isnan(wanted)])
+        else:
+            as_strings = [
+                statistics._BatchValues(fv, scalar=False).strings.to_pylist()
+                for fv in (joined, expected)
+            ]
+            assert as_strings[0] == as_strings[1], feature.name
 
 
 def test_sketches_within_their_stated_bounds():

@@ -182,9 +182,9 @@ class ConvertShard(beam.DoFn):
                         self._options,
                     )
                 )
-            split_stats = [statistics.SplitStatistics(self._features) for _ in names]
+            shard_stats = statistics.ShardStatistics(self._features, len(names))
             rows = self._write_shard(
-                shard_index, writers, split_stats if self._with_statistics else None
+                shard_index, writers, shard_stats if self._with_statistics else None
             )
         except BaseException:
             # Close on errors too: an object store would otherwise upload the partial files
@@ -203,7 +203,7 @@ class ConvertShard(beam.DoFn):
             handle.write(json.dumps(stats).encode())
         yield stats
         if self._with_statistics:
-            for name, split in zip(names, split_stats, strict=True):
+            for name, split in zip(names, shard_stats.splits, strict=True):
                 yield beam.pvalue.TaggedOutput(
                     STATISTICS_TAG, (name, (shard_index, split.to_bytes()))
                 )
@@ -212,10 +212,10 @@ class ConvertShard(beam.DoFn):
         self,
         shard_index: int,
         writers: list[_FileWriter],
-        split_stats: Optional[list[statistics.SplitStatistics]],
+        shard_stats: Optional[statistics.ShardStatistics],
     ) -> np.ndarray:
         """Encodes the shard's row groups into the split writers (and their rows into
-        `split_stats`, if given); returns rows per split."""
+        `shard_stats`, if given); returns rows per split."""
         rows = np.zeros(len(writers), dtype=np.int64)
         progress = _ShardProgress(self._temp_dir, shard_index)
         for file_index, row_groups in self._shards[shard_index]:
@@ -234,12 +234,10 @@ class ConvertShard(beam.DoFn):
                 except encoding.ConversionError as e:
                     raise InputError(f"{info.path}: {e}") from None
                 split_ids = self._split_ids(encoded, batch, info.relative)
+                if shard_stats is not None:
+                    shard_stats.add(columns, split_ids)
                 for s, writer in enumerate(writers):
-                    in_split = split_ids == s
-                    chosen = np.flatnonzero(in_split)
-                    if split_stats is not None and len(chosen):
-                        everything = len(chosen) == len(split_ids)
-                        split_stats[s].add(columns, None if everything else in_split)
+                    chosen = np.flatnonzero(split_ids == s)
                     if len(chosen) == len(split_ids):
                         writer.write(encoded.buffer)
                     elif len(chosen):
@@ -248,6 +246,8 @@ class ConvertShard(beam.DoFn):
                         )
                     rows[s] += len(chosen)
                 progress.add(len(split_ids))
+        if shard_stats is not None:
+            shard_stats.flush()
         progress.write()
         return rows
 

@@ -28,8 +28,11 @@ keeps its type (stock TFDV would call it STRING).
 from __future__ import annotations
 
 import base64
+import functools
+import importlib.util
 import json
 import math
+import os
 from typing import Optional, Sequence
 
 import numpy as np
@@ -48,6 +51,7 @@ NUM_VALUES_HISTOGRAM_BUCKETS = 10
 NUM_HISTOGRAM_BUCKETS = 10
 NUM_QUANTILES_HISTOGRAM_BUCKETS = 10
 QUANTILES_EPSILON = 0.01
+FREQUENCY_THRESHOLD = 1  # top-k lists values counted at least this often
 NUM_KMV_BUCKETS = 1024
 # As TFDV's BasicStatsGenerator: the equi-width histogram is read off 100x finer quantiles.
 _STD_HISTOGRAM_QUANTILES_FACTOR = 100
@@ -68,6 +72,42 @@ def _distinct_with_weights(values: pa.Array) -> tuple[pa.Array, pa.Array]:
     few distinct values (most integers, value counts, categories) instead of every value."""
     counts = pc.value_counts(values)
     return counts.field("values"), counts.field("counts").cast(pa.float64())
+
+
+class _BatchValues:
+    """One feature's values in one batch, with what every split's accumulator reads from them
+    computed once per batch: the rows' value counts and, for strings, a dictionary encoding
+    (each split then counts its values with a bincount instead of hashing them again)."""
+
+    def __init__(self, fv: FeatureValues, scalar: bool):
+        self.fv = fv
+        self.counts = None if scalar else np.diff(fv.row_splits)
+
+    @functools.cached_property
+    def values(self) -> np.ndarray:
+        return self.fv.values[: self.fv.row_splits[-1]]
+
+    @functools.cached_property
+    def strings(self) -> pa.Array:
+        offsets = self.fv.values[: self.fv.row_splits[-1] + 1]
+        return pa.Array.from_buffers(
+            pa.large_binary(),
+            len(offsets) - 1,
+            [None, pa.py_buffer(offsets), pa.py_buffer(self.fv.data)],
+        )
+
+    @functools.cached_property
+    def string_codes(self) -> tuple[pa.Array, np.ndarray, np.ndarray, bool]:
+        """The distinct strings, each value's index among them, their lengths, and whether any
+        is invalid UTF-8."""
+        encoded = pc.dictionary_encode(self.strings)
+        dictionary = encoded.dictionary
+        return (
+            dictionary,
+            encoded.indices.to_numpy(),
+            pc.binary_length(dictionary).to_numpy().astype(np.int64),
+            array_util.CountInvalidUTF8(dictionary) > 0,
+        )
 
 
 # The sketch attributes of FeatureStatistics, and their classes.
@@ -114,38 +154,49 @@ class FeatureStatistics:
         self.top: Optional[MisraGriesSketch] = None
         self.distinct: Optional[KmvSketch] = None
 
-    def add(self, fv: FeatureValues, rows: Optional[np.ndarray]) -> None:
-        """Add the rows of `fv` selected by the boolean mask `rows` (None: all rows)."""
-        valid = fv.valid if rows is None else fv.valid & rows
+    def add(self, batch: _BatchValues, rows: Optional[np.ndarray]) -> None:
+        """Add the rows of `batch` selected by the boolean mask `rows` (None: all rows)."""
+        valid = batch.fv.valid if rows is None else batch.fv.valid & rows
         if self.scalar:
             present_rows = int(np.count_nonzero(valid))
             if not present_rows:
                 return
-            self._add_value_counts(pa.array([1]), pa.array([float(present_rows)]))
+            # num_values is 1 for every present row: its sketch is made once, in `value_counts`
+            self.num_non_missing += present_rows
+            self.tot_num_values += present_rows
+            self.min_num_values, self.max_num_values = 1, 1
             mask = None if present_rows == len(valid) else valid
         else:
-            counts = np.diff(fv.row_splits)
-            present = counts[valid]
+            present = batch.counts[valid]
             if not len(present):
                 return
-            self._add_value_counts(*_distinct_with_weights(pa.array(present)))
+            self._add_value_counts(present)
             # Value i belongs to the row whose [row_splits[r], row_splits[r + 1]) holds it.
-            mask = None if len(present) == len(valid) else np.repeat(valid, counts)
+            mask = None if len(present) == len(valid) else np.repeat(valid, batch.counts)
         if self.kind == Kind.BYTES:
-            self._add_bytes(fv, mask)
+            self._add_strings(batch, mask)
         else:
-            self._add_numbers(fv.values[: fv.row_splits[-1]], mask)
+            self._add_numbers(batch.values, mask)
 
-    def _add_value_counts(self, counts: pa.Array, rows: pa.Array) -> None:
-        """Rows with each number of values: `rows[i]` rows hold `counts[i]` values."""
-        numbers = counts.to_numpy()
-        self.num_non_missing += int(pc.sum(rows).as_py())
-        self.min_num_values = min(self.min_num_values, int(numbers.min()))
-        self.max_num_values = max(self.max_num_values, int(numbers.max()))
-        self.tot_num_values += int(np.dot(numbers, rows.to_numpy()))
+    def _add_value_counts(self, present: np.ndarray) -> None:
+        """The value counts of the present rows of a list feature."""
+        rows = np.bincount(present)
+        counts = np.flatnonzero(rows)
+        self.num_non_missing += len(present)
+        self.min_num_values = min(self.min_num_values, int(counts[0]))
+        self.max_num_values = max(self.max_num_values, int(counts[-1]))
+        self.tot_num_values += int(present.sum())
         if self.num_values is None:
             self.num_values = _quantiles_sketch()
-        self.num_values.AddValues(counts, rows)
+        self.num_values.AddValues(pa.array(counts), pa.array(rows[counts].astype(np.float64)))
+
+    def value_counts(self) -> QuantilesSketch:
+        """The sketch of the number of values per present row."""
+        if self.num_values is not None:
+            return self.num_values
+        sketch = _quantiles_sketch()
+        sketch.AddValues(pa.array([1]), pa.array([float(self.num_non_missing)]))
+        return sketch
 
     def _add_numbers(self, values: np.ndarray, mask: Optional[np.ndarray]) -> None:
         if mask is not None:
@@ -187,19 +238,13 @@ class FeatureStatistics:
         self.m2 += m2 + delta * delta * self.count * count / total
         self.count = total
 
-    def _add_bytes(self, fv: FeatureValues, mask: Optional[np.ndarray]) -> None:
-        offsets = fv.values[: fv.row_splits[-1] + 1]
-        strings = pa.Array.from_buffers(
-            pa.large_binary(),
-            len(offsets) - 1,
-            [None, pa.py_buffer(offsets), pa.py_buffer(fv.data)],
-        )
-        lengths = np.diff(offsets)
-        if mask is not None:
-            strings = strings.filter(pa.array(mask))
-            lengths = lengths[mask]
-        self.total_bytes += int(lengths.sum())
-        self.invalid_utf8 += int(array_util.CountInvalidUTF8(strings))
+    def _add_strings(self, batch: _BatchValues, mask: Optional[np.ndarray]) -> None:
+        dictionary, codes, lengths, any_invalid = batch.string_codes
+        weights = np.bincount(codes if mask is None else codes[mask], minlength=len(dictionary))
+        self.total_bytes += int(np.dot(lengths, weights))
+        if any_invalid:
+            strings = batch.strings if mask is None else batch.strings.filter(pa.array(mask))
+            self.invalid_utf8 += int(array_util.CountInvalidUTF8(strings))
         if self.top is None:
             self.top = MisraGriesSketch(
                 num_buckets=NUM_RANK_HISTOGRAM_BUCKETS,
@@ -208,18 +253,25 @@ class FeatureStatistics:
                 large_string_placeholder=LARGE_BYTES_PLACEHOLDER,
             )
             self.distinct = KmvSketch(NUM_KMV_BUCKETS)
-        distinct, weights = _distinct_with_weights(strings)
-        self.distinct.AddValues(distinct)
+        seen = np.flatnonzero(weights)
+        if len(seen) < len(dictionary):
+            dictionary, weights, lengths = (
+                dictionary.take(pa.array(seen)),
+                weights[seen],
+                lengths[seen],
+            )
+        self.distinct.AddValues(dictionary)
         # Weighted: the sketch sees each distinct value once. tfx_bsl applies its large-string
         # placeholder to unweighted values only, so long values go in unweighted.
-        if len(lengths) and lengths.max() > LARGE_STRING_THRESHOLD:
-            large = pc.greater(pc.binary_length(distinct), LARGE_STRING_THRESHOLD)
+        large = lengths > LARGE_STRING_THRESHOLD
+        if large.any():
+            long_values = np.flatnonzero(large)
             self.top.AddValues(
-                strings.filter(pc.greater(pc.binary_length(strings), LARGE_STRING_THRESHOLD))
+                dictionary.take(pa.array(np.repeat(long_values, weights[long_values])))
             )
-            keep = pc.invert(large)
-            distinct, weights = distinct.filter(keep), weights.filter(keep)
-        self.top.AddValues(distinct, weights.cast(pa.float32()))
+            short = np.flatnonzero(~large)
+            dictionary, weights = dictionary.take(pa.array(short)), weights[short]
+        self.top.AddValues(dictionary, pa.array(weights.astype(np.float32)))
 
     def to_dict(self) -> dict:
         """A JSON-able form (see SplitStatistics.to_bytes)."""
@@ -273,15 +325,6 @@ class SplitStatistics:
             f.name: FeatureStatistics(f.kind, scalar=f.list_depth == 0) for f in features
         }
 
-    def add(
-        self, values: Sequence[tuple[Feature, FeatureValues]], rows: Optional[np.ndarray]
-    ) -> None:
-        """Add a batch's encoded features (`encoding.feature_columns`), the rows `rows` selects."""
-        num_rows = len(values[0][1].valid) if values else 0
-        self.num_examples += num_rows if rows is None else int(np.count_nonzero(rows))
-        for feature, fv in values:
-            self.features[feature.name].add(fv, rows)
-
     def to_bytes(self) -> bytes:
         """The accumulator as bytes: JSON numbers and the sketches' own serialized forms. Beam
         gets these, not the object: pickling megabytes inside its coder, between the writes of
@@ -310,6 +353,91 @@ class SplitStatistics:
         return self
 
 
+def add_batch(
+    splits: Sequence[SplitStatistics],
+    values: Sequence[tuple[Feature, FeatureValues]],
+    split_ids: Optional[np.ndarray],
+) -> None:
+    """Add a batch's encoded features (`encoding.feature_columns`): row r to
+    `splits[split_ids[r]]` (`split_ids` None: every row to `splits[0]`)."""
+    if not values:
+        return
+    num_rows = len(values[0][1].valid)
+    if split_ids is None:
+        selections = [(splits[0], None)]
+        splits[0].num_examples += num_rows
+    else:
+        selections = []
+        for index, count in enumerate(np.bincount(split_ids, minlength=len(splits)).tolist()):
+            if count:
+                selections.append(
+                    (splits[index], None if count == num_rows else split_ids == index)
+                )
+                splits[index].num_examples += count
+    for feature, fv in values:
+        batch = _BatchValues(fv, scalar=feature.list_depth == 0)
+        for split, rows in selections:
+            split.features[feature.name].add(batch, rows)
+
+
+def _concatenated(parts: Sequence[FeatureValues]) -> FeatureValues:
+    """One feature's values over consecutive batches, as one batch."""
+    ends = [int(p.row_splits[-1]) for p in parts]
+    starts = np.cumsum([0, *ends[:-1]])
+    row_splits = np.concatenate(
+        [parts[0].row_splits[:1]]
+        + [p.row_splits[1:] + s for p, s in zip(parts, starts, strict=True)]
+    )
+    valid = np.concatenate([p.valid for p in parts])
+    if parts[0].data is None:
+        return FeatureValues(
+            row_splits,
+            valid,
+            np.concatenate([p.values[:e] for p, e in zip(parts, ends, strict=True)]),
+        )
+    # Strings: offsets (absolute, into each part's data) → offsets into the joined data.
+    offsets = [p.values[: e + 1] for p, e in zip(parts, ends, strict=True)]
+    sizes = [int(o[-1] - o[0]) for o in offsets]
+    bases = np.cumsum([0, *sizes[:-1]])
+    joined = np.concatenate(
+        [o[:-1] - o[0] + b for o, b in zip(offsets, bases, strict=True)] + [[bases[-1] + sizes[-1]]]
+    )
+    data = np.concatenate([p.data[o[0] : o[-1]] for p, o in zip(parts, offsets, strict=True)])
+    return FeatureValues(row_splits, valid, joined.astype(np.int64), data)
+
+
+class ShardStatistics:
+    """The split accumulators of one shard, fed its batches. They take BATCH_ROWS rows at a
+    time: each feature's sketches are updated once per split per 65,536 rows rather than per
+    8,192-row batch, so they see far fewer (repeated) distinct values and calls."""
+
+    BATCH_ROWS = 65_536
+
+    def __init__(self, features: Sequence[Feature], num_splits: int):
+        self.splits = [SplitStatistics(features) for _ in range(num_splits)]
+        self._pending: list[tuple[Sequence[tuple[Feature, FeatureValues]], np.ndarray]] = []
+        self._rows = 0
+
+    def add(self, values: Sequence[tuple[Feature, FeatureValues]], split_ids: np.ndarray) -> None:
+        """Add a batch (see `add_batch`); row r goes to split `split_ids[r]`."""
+        self._pending.append((values, split_ids))
+        self._rows += len(split_ids)
+        if self._rows >= self.BATCH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if len(self._pending) == 1:
+            add_batch(self.splits, *self._pending[0])
+        elif self._pending:
+            first = self._pending[0][0]
+            values = [
+                (feature, _concatenated([batch[i][1] for batch, _ in self._pending]))
+                for i, (feature, _) in enumerate(first)
+            ]
+            add_batch(self.splits, values, np.concatenate([ids for _, ids in self._pending]))
+        self._pending, self._rows = [], 0
+
+
 def _quantiles_and_counts(sketch: QuantilesSketch, num_buckets: int):
     quantiles, counts = sketch.GetQuantilesAndCumulativeWeights(num_buckets)
     return (
@@ -318,9 +446,21 @@ def _quantiles_and_counts(sketch: QuantilesSketch, num_buckets: int):
     )
 
 
-def _common_proto(stats: FeatureStatistics, num_examples: int, out) -> None:
-    from tensorflow_data_validation.utils import quantiles_util
+@functools.cache
+def _quantiles_util():
+    """TFDV's `quantiles_util` module, loaded alone: it needs only numpy and
+    tensorflow_metadata, while importing it through its package loads TensorFlow and Beam's
+    TFDV transforms (4.5 s, more than the statistics themselves take at 1M rows)."""
+    package = importlib.util.find_spec("tensorflow_data_validation")
+    path = os.path.join(package.submodule_search_locations[0], "utils", "quantiles_util.py")
+    spec = importlib.util.spec_from_file_location("_tfdv_quantiles_util", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
+
+def _common_proto(stats: FeatureStatistics, num_examples: int, out) -> None:
+    quantiles_util = _quantiles_util()
     out.num_non_missing = stats.num_non_missing
     out.num_missing = num_examples - stats.num_non_missing
     out.tot_num_values = stats.tot_num_values
@@ -330,15 +470,16 @@ def _common_proto(stats: FeatureStatistics, num_examples: int, out) -> None:
         out.avg_num_values = stats.tot_num_values / stats.num_non_missing
         out.num_values_histogram.CopyFrom(
             quantiles_util.generate_quantiles_histogram(
-                *_quantiles_and_counts(stats.num_values, NUM_VALUES_HISTOGRAM_BUCKETS)
+                *_quantiles_and_counts(stats.value_counts(), NUM_VALUES_HISTOGRAM_BUCKETS)
             )
         )
 
 
 def _numeric_proto(stats: FeatureStatistics, out) -> None:
     """As TFDV's BasicStatsGenerator fills NumericStatistics (unweighted)."""
-    from tensorflow_data_validation.utils import quantiles_util
     from tensorflow_metadata.proto.v0 import statistics_pb2
+
+    quantiles_util = _quantiles_util()
 
     if not stats.count:
         if stats.num_nan:  # only NaN values: TFDV sets num_nan alone
@@ -369,28 +510,36 @@ def _numeric_proto(stats: FeatureStatistics, out) -> None:
         out.histograms.add().CopyFrom(histogram)
 
 
-def _string_proto(name: str, stats: FeatureStatistics, out) -> None:
-    """As TFDV fills StringStatistics, top-k and uniques from its sketch-based generator."""
-    from tensorflow_data_validation import types
-    from tensorflow_data_validation.utils import top_k_uniques_stats_util as top_k
-
+def _string_proto(stats: FeatureStatistics, out) -> None:
+    """As TFDV fills StringStatistics, top-k and uniques as its sketch-based generator does
+    (`top_k_uniques_stats_util._make_feature_stats_proto_topk`: by count, then by value, both
+    descending)."""
     if stats.tot_num_values:
         out.avg_length = stats.total_bytes / stats.tot_num_values
     out.invalid_utf8_count = stats.invalid_utf8
     if stats.top is None:
         return
-    counts = [
-        top_k.FeatureValueCount(pair["values"], pair["counts"])
-        for pair in stats.top.Estimate().to_pylist()
-    ]
-    topk = top_k.make_feature_stats_proto_topk_uniques(
-        feature_path=types.FeaturePath([name]),
-        num_top_values=NUM_TOP_VALUES,
-        num_rank_histogram_buckets=NUM_RANK_HISTOGRAM_BUCKETS,
-        num_unique=stats.distinct.Estimate(),
-        value_count_list=counts,
+    estimate = stats.top.Estimate()
+    pairs = sorted(
+        zip(
+            estimate.field("counts").to_pylist(),
+            estimate.field("values").to_pylist(),
+            strict=True,
+        ),
+        reverse=True,
     )
-    out.MergeFrom(topk.string_stats)
+    frequent = [pair for pair in pairs if pair[0] >= FREQUENCY_THRESHOLD]
+    for rank, (count, value) in enumerate(frequent[:NUM_RANK_HISTOGRAM_BUCKETS]):
+        try:
+            label = value.decode("utf-8")
+        except UnicodeDecodeError:  # weighted values reach the sketch without its placeholder
+            label = NON_UTF8_PLACEHOLDER
+        if rank < NUM_TOP_VALUES:
+            out.top_values.add(value=label, frequency=count)
+        out.rank_histogram.buckets.add(
+            low_rank=rank, high_rank=rank, sample_count=count, label=label
+        )
+    out.unique = stats.distinct.Estimate()
 
 
 def feature_proto(name: str, stats: FeatureStatistics, num_examples: int):
@@ -401,7 +550,7 @@ def feature_proto(name: str, stats: FeatureStatistics, num_examples: int):
     out.path.step.append(name)
     if stats.kind == Kind.BYTES:
         out.type = statistics_pb2.FeatureNameStatistics.STRING
-        _string_proto(name, stats, out.string_stats)
+        _string_proto(stats, out.string_stats)
         _common_proto(stats, num_examples, out.string_stats.common_stats)
     else:
         kind = "INT" if stats.kind == Kind.INT else "FLOAT"
