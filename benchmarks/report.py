@@ -16,6 +16,7 @@ import sys
 
 from benchmarks import (
     harness,
+    report_example_statistics,
     report_examplegen,
     report_input_pipeline,
     report_memory_cap,
@@ -26,6 +27,7 @@ from benchmarks import (
 # Section name (its key in the results file) → render(record) -> harness.Section.
 RENDERERS = {
     "examplegen": report_examplegen.render,
+    "example_statistics": report_example_statistics.render,
     "schema_inference": report_schema_inference.render,
     "input_pipeline": report_input_pipeline.render,
     "memory_cap": report_memory_cap.render,

@@ -19,6 +19,7 @@ import sys
 import time
 
 from benchmarks import (
+    example_statistics,
     examplegen,
     harness,
     input_pipeline,
@@ -30,6 +31,7 @@ from benchmarks import (
 
 SECTIONS = {
     "examplegen": examplegen.run,
+    "example_statistics": example_statistics.run,
     "schema_inference": schema_inference.run,
     "input_pipeline": input_pipeline.run,
     "memory_cap": memory_cap.run,
@@ -63,6 +65,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument(
         "--repeats", type=int, default=3, help="runs per configuration; medians reported"
     )
+    p.add_argument(
+        "--only",
+        action="append",
+        choices=list(SECTIONS),
+        help="measure only this section (repeatable); for trying a section, with another --out",
+    )
     args = p.parse_args(argv)
     if args.rows < 1000 or args.stock_rows < 100 or args.repeats < 1:
         p.error("--rows must be ≥ 1000, --stock-rows ≥ 100 and --repeats ≥ 1")
@@ -76,7 +84,7 @@ def save(data: dict, path: str) -> None:
         handle.write("\n")
 
 
-def measure(ctx: harness.Context, machine: dict) -> dict:
+def measure(ctx: harness.Context, machine: dict, only=None) -> dict:
     """Every section between two calibrations; the results file's content but for its header."""
     cpu_start = harness.cpu_snapshot()
     scaling = [harness.core_scaling()]
@@ -87,6 +95,8 @@ def measure(ctx: harness.Context, machine: dict) -> dict:
     )
     sections = {}
     for name, section in SECTIONS.items():
+        if only and name not in only:
+            continue
         sections[name] = section(ctx)
         save(sections[name], ctx.path("results", f"{name}.json"))
     scaling.append(harness.core_scaling())
@@ -130,7 +140,7 @@ def main(argv=None) -> int:
         f"{args.repeats} repeat(s); {machine['nproc']} × {machine['cpu']}; workdir {workdir}",
         flush=True,
     )
-    results.update(measure(ctx, machine))
+    results.update(measure(ctx, machine, args.only))
     results["elapsed_seconds"] = elapsed = time.perf_counter() - start
     results_path = os.path.splitext(args.out)[0] + ".json"
     save(results, results_path)

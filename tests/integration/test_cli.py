@@ -136,6 +136,10 @@ def test_run_json_is_the_ml_metadata_report(data, tmp_path):
     assert report["training"]["total_steps"] == 2
     assert report["training"]["tensorboard"] == f"tensorboard --logdir {report['training']['uri']}"
     assert report["model"]["lineage"][-1].startswith("Model#")
+    # ParquetExampleGen's statistics, as TFDV's Facets Overview page in the pipeline root.
+    assert report["statistics"]["facets"] == str(tmp_path / "root" / "statistics.html")
+    page = (tmp_path / "root" / "statistics.html").read_text()
+    assert "facets-overview" in page and "train" in page and "eval" in page
     # Which component runs, done of total, on stderr.
     assert "[1/3] ParquetExampleGen running" in result.stderr
     assert "[3/3] TabularTrainer running" in result.stderr

@@ -288,12 +288,14 @@ def _shown_splits(by_split: dict, split, compare) -> list:
     return list(by_split)[:2]
 
 
-def cmd_show_stats(args) -> dict:
+def write_facets_page(path: str, output: str, split=None, compare=None) -> dict:
+    """TFDV's Facets Overview of the statistics at `path` (see `_load_statistics`) as an HTML
+    page at `output` (local or an object store); returns the split name → statistics shown."""
     import tensorflow as tf
     import tensorflow_data_validation as tfdv
 
-    by_split = _load_statistics(args.path)
-    shown = _shown_splits(by_split, args.split, args.compare)
+    by_split = _load_statistics(path)
+    shown = _shown_splits(by_split, split, compare)
     html = tfdv.utils.display_util.get_statistics_html(
         by_split[shown[0]],
         by_split[shown[1]] if len(shown) > 1 else None,
@@ -301,11 +303,16 @@ def cmd_show_stats(args) -> dict:
         rhs_name=shown[1] if len(shown) > 1 else "",
     )
     page = f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{html}</body></html>"
-    with tf.io.gfile.GFile(args.output, "w") as out:  # local or an object store
+    with tf.io.gfile.GFile(output, "w") as out:
         out.write(page)
+    return {name: by_split[name] for name in shown}
+
+
+def cmd_show_stats(args) -> dict:
+    shown = write_facets_page(args.path, args.output, args.split, args.compare)
     summary = {}
-    for name in shown:
-        dataset = by_split[name].datasets[0]
+    for name, stats in shown.items():
+        dataset = stats.datasets[0]
         summary[name] = {"examples": dataset.num_examples, "features": len(dataset.features)}
         say(args, f"  {name}: {dataset.num_examples:,} examples, {len(dataset.features)} features")
     say(args, f"wrote {args.output} (TFDV's Facets Overview; open it in a browser)")

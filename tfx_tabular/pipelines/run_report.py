@@ -85,6 +85,7 @@ def collect_run_report(metadata_path: str) -> dict:
         report: dict[str, Optional[dict]] = {
             "examples": None,
             "schema": None,
+            "statistics": None,
             "training": None,
             "model": None,
         }
@@ -96,6 +97,9 @@ def collect_run_report(metadata_path: str) -> dict:
                 "path": os.path.join(schema.uri, "schema.pbtxt"),
                 "features": num.int_value if num else None,
             }
+        statistics = _latest(store, "ExampleStatistics")
+        if statistics:
+            report["statistics"] = {"uri": statistics.uri}
         if run:
             report["training"] = _training_report(run)
         if model:
@@ -108,8 +112,8 @@ def collect_run_report(metadata_path: str) -> dict:
 
 def format_run_report(report: dict, pipeline_name: str) -> list[str]:
     lines = [f"== {pipeline_name}: summary from ML Metadata =="]
-    examples, schema, training, model = (
-        report[k] for k in ("examples", "schema", "training", "model")
+    examples, statistics, schema, training, model = (
+        report[k] for k in ("examples", "statistics", "schema", "training", "model")
     )
     if examples:
         lines.append(f"Examples  {examples['uri']}")
@@ -117,6 +121,12 @@ def format_run_report(report: dict, pipeline_name: str) -> list[str]:
         if examples["conversion_seconds"]:
             total, seconds = sum(examples["rows"].values()), examples["conversion_seconds"]
             lines.append(f"  converted at {total / seconds:,.0f} rows/s ({seconds:.1f} s)")
+    if statistics:
+        lines.append(f"Statistics  {statistics['uri']}")
+        if statistics.get("facets"):
+            page = statistics["facets"]
+            link = page if "://" in page else f"file://{os.path.abspath(page)}"
+            lines.append(f"  Facets Overview: {link}")
     if schema:
         lines.append(f"Schema    {schema['path']}  ({schema['features'] or '?'} features)")
     if training:
