@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from tfx_tabular.cli.app import build_parser
 from tfx_tabular.pipelines.run_report import format_run_report
 
 
@@ -20,3 +21,13 @@ def test_the_summary_links_the_statistics_facets_page(page, link):
     lines = format_run_report({**report, "statistics": statistics}, "demo")
     assert "Statistics  /root/ParquetExampleGen/statistics/1" in lines
     assert f"  Facets Overview: {link}/statistics.html" in lines
+
+
+def test_the_demo_computes_statistics_and_run_asks_for_them():
+    assert build_parser().parse_args(["demo"]).with_statistics == "ours"
+    assert (
+        build_parser()
+        .parse_args(["run", "--data-root", "d", "--pipeline-root", "r"])
+        .with_statistics
+        is None
+    )

@@ -219,3 +219,24 @@ def test_conversion_without_statistics_writes_none(tmp_path):
     )
     assert result.statistics_dir is None
     assert not glob.glob(str(tmp_path / "out" / "**" / "FeatureStats.pb"), recursive=True)
+
+
+def test_nested_lists_have_statistics_per_level():
+    """tf.Example holds a list of lists as its flat values plus a row-lengths feature per inner
+    level: the outer level's value counts are that feature's value counts, the inner lists'
+    lengths its values (min, max, mean, histograms)."""
+    table = pa.table(
+        {
+            "n": pa.array(
+                [[[1, 2], [3]], [[4]], None, [[]], [[5, 6, 7]]], pa.list_(pa.list_(pa.int64()))
+            )
+        }
+    )
+    stats = by_name(statistics.statistics_list(split_statistics(table, 2)))
+    leaves, inner = stats["n"].num_stats, stats["n.row_lengths_1"].num_stats
+    assert (leaves.common_stats.min_num_values, leaves.common_stats.max_num_values) == (0, 3)
+    outer = inner.common_stats  # lists per row: 2, 1, 1, 1 (one row null)
+    assert (outer.num_non_missing, outer.min_num_values, outer.max_num_values) == (4, 1, 2)
+    assert outer.tot_num_values == 5
+    assert (inner.min, inner.max, inner.mean) == (0, 3, pytest.approx(7 / 5))
+    assert inner.num_zeros == 1

@@ -500,4 +500,4 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--rows", type=int, default=200_000)
     p.add_argument("--workdir", default="out/demo")
     _add_pipeline_arguments(p)
-    p.set_defaults(func=cmd_demo)
+    p.set_defaults(func=cmd_demo, with_statistics="ours")  # the demo shows its statistics
