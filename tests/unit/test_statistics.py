@@ -21,8 +21,7 @@ def split_statistics(table: pa.Table, batch_rows: int, parts: int = 1):
     accumulators = [statistics.SplitStatistics(features) for _ in range(parts)]
     for batch in table.to_batches(max_chunksize=batch_rows):
         columns = encoding.feature_columns(batch, features)
-        owner = np.arange(batch.num_rows) % parts
-        statistics.add_batch(accumulators, columns, None if parts == 1 else owner)
+        statistics.add_batch(accumulators, columns, np.arange(batch.num_rows) % parts)
     merged = statistics.SplitStatistics()
     for accumulator in accumulators:
         merged.merge(statistics.SplitStatistics.from_bytes(accumulator.to_bytes()))  # as shipped

@@ -33,7 +33,7 @@ import importlib.util
 import json
 import math
 import os
-from typing import Optional, Sequence
+from typing import Iterable, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -273,6 +273,13 @@ class FeatureStatistics:
             dictionary, weights = dictionary.take(pa.array(short)), weights[short]
         self.top.AddValues(dictionary, pa.array(weights.astype(np.float32)))
 
+    def compact(self) -> None:
+        """Fold the quantile sketches' buffers into their summaries, as TFDV's combiner does
+        before Beam shuffles its accumulators (half the bytes at 1M rows, same bounds)."""
+        for sketch in (self.num_values, self.quantiles):
+            if sketch is not None:
+                sketch.Compact()
+
     def to_dict(self) -> dict:
         """A JSON-able form (see SplitStatistics.to_bytes)."""
         out = {k: v for k, v in vars(self).items() if k not in _SKETCHES}
@@ -330,6 +337,8 @@ class SplitStatistics:
         gets these, not the object: pickling megabytes inside its coder, between the writes of
         one element, let the DirectRunner's periodic flush cut the element in two (a
         MemoryError decoding it, now and then, under multi_threading)."""
+        for stats in self.features.values():
+            stats.compact()
         features = {name: stats.to_dict() for name, stats in self.features.items()}
         return json.dumps({"num_examples": self.num_examples, "features": features}).encode()
 
@@ -355,25 +364,17 @@ class SplitStatistics:
 
 def add_batch(
     splits: Sequence[SplitStatistics],
-    values: Sequence[tuple[Feature, FeatureValues]],
-    split_ids: Optional[np.ndarray],
+    values: Iterable[tuple[Feature, FeatureValues]],
+    split_ids: np.ndarray,
 ) -> None:
-    """Add a batch's encoded features (`encoding.feature_columns`): row r to
-    `splits[split_ids[r]]` (`split_ids` None: every row to `splits[0]`)."""
-    if not values:
-        return
-    num_rows = len(values[0][1].valid)
-    if split_ids is None:
-        selections = [(splits[0], None)]
-        splits[0].num_examples += num_rows
-    else:
-        selections = []
-        for index, count in enumerate(np.bincount(split_ids, minlength=len(splits)).tolist()):
-            if count:
-                selections.append(
-                    (splits[index], None if count == num_rows else split_ids == index)
-                )
-                splits[index].num_examples += count
+    """Add a batch's encoded features (`encoding.feature_columns`), row r to
+    `splits[split_ids[r]]`. `values` may be a generator: one feature at a time is held."""
+    num_rows = len(split_ids)
+    selections = []
+    for index, count in enumerate(np.bincount(split_ids, minlength=len(splits)).tolist()):
+        if count:
+            selections.append((splits[index], None if count == num_rows else split_ids == index))
+            splits[index].num_examples += count
     for feature, fv in values:
         batch = _BatchValues(fv, scalar=feature.list_depth == 0)
         for split, rows in selections:
@@ -426,15 +427,15 @@ class ShardStatistics:
             self.flush()
 
     def flush(self) -> None:
-        if len(self._pending) == 1:
-            add_batch(self.splits, *self._pending[0])
-        elif self._pending:
-            first = self._pending[0][0]
-            values = [
-                (feature, _concatenated([batch[i][1] for batch, _ in self._pending]))
-                for i, (feature, _) in enumerate(first)
-            ]
-            add_batch(self.splits, values, np.concatenate([ids for _, ids in self._pending]))
+        if not self._pending:
+            return
+        first = self._pending[0][0]
+        joined = (
+            (feature, _concatenated([batch[i][1] for batch, _ in self._pending]))
+            for i, (feature, _) in enumerate(first)
+        )
+        split_ids = np.concatenate([ids for _, ids in self._pending])
+        add_batch(self.splits, joined if len(self._pending) > 1 else first, split_ids)
         self._pending, self._rows = [], 0
 
 
