@@ -19,6 +19,7 @@ def _draw(bars: list[tuple[str, float, str]], ax) -> None:
     ax.set_xscale("log")
     for yi, (_, seconds, _) in zip(y, bars, strict=True):
         ax.text(seconds * 1.08, yi, f"{seconds:.1f} s", va="center", fontsize=7)
+    ax.set_xlim(left=1)
     ax.set_xlabel("seconds (log scale), median")
     ax.set_title("Statistics: in the conversion pass vs stock's extra pass", fontsize=9)
 
