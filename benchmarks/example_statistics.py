@@ -10,7 +10,7 @@ import time
 
 from benchmarks import harness
 from benchmarks.harness import Context
-from benchmarks.schema_inference import STOCK_BEAM_ARGS
+from benchmarks.schema_inference import stock_statistics_gen
 
 CONFIGS = ("without", "with")
 LARGE_SCALE = 10  # peak memory with statistics also at 10x the main dataset (one run)
@@ -34,19 +34,8 @@ def task_convert(input_base: str, output_dir: str, with_statistics: bool) -> dic
 
 def task_stock(examples_dir: str, output_dir: str) -> dict:
     """Stock TFX StatisticsGen's executor over the Examples ours wrote."""
-    from tfx.components.statistics_gen import executor as statistics_gen
-    from tfx.types import artifact_utils, standard_artifacts
-
-    examples = standard_artifacts.Examples()
-    examples.uri = examples_dir
-    examples.split_names = artifact_utils.encode_split_names(["train", "eval"])
-    statistics = standard_artifacts.ExampleStatistics()
-    statistics.uri = output_dir
-    executor = statistics_gen.Executor(
-        statistics_gen.Executor.Context(beam_pipeline_args=STOCK_BEAM_ARGS)
-    )
     start = time.perf_counter()
-    executor.Do({"examples": [examples]}, {"statistics": [statistics]}, {"exclude_splits": "[]"})
+    stock_statistics_gen(examples_dir, output_dir)
     return {"seconds": time.perf_counter() - start}
 
 

@@ -56,26 +56,34 @@ def task_convert(input_base: str, output_dir: str) -> dict:
     return {}
 
 
-def task_stock(examples_dir: str, work: str) -> dict:
-    """Stock TFX StatisticsGen and SchemaGen executors over the converted Examples."""
-    from tensorflow_metadata.proto.v0 import schema_pb2
-    from tfx.components.schema_gen import executor as schema_gen
+def stock_statistics_gen(examples_dir: str, statistics_uri: str):
+    """Run stock TFX StatisticsGen's executor over converted Examples (train, eval); returns
+    its ExampleStatistics artifact."""
     from tfx.components.statistics_gen import executor as statistics_gen
     from tfx.types import artifact_utils, standard_artifacts
-    from tfx.utils import io_utils
 
     examples = standard_artifacts.Examples()
     examples.uri = examples_dir
     examples.split_names = artifact_utils.encode_split_names(["train", "eval"])
     statistics = standard_artifacts.ExampleStatistics()
-    statistics.uri = os.path.join(work, "statistics")
-    schema = standard_artifacts.Schema()
-    schema.uri = os.path.join(work, "schema")
-    context = {"beam_pipeline_args": STOCK_BEAM_ARGS}
-    start = time.perf_counter()
-    statistics_gen.Executor(statistics_gen.Executor.Context(**context)).Do(
+    statistics.uri = statistics_uri
+    statistics_gen.Executor(statistics_gen.Executor.Context(beam_pipeline_args=STOCK_BEAM_ARGS)).Do(
         {"examples": [examples]}, {"statistics": [statistics]}, {"exclude_splits": "[]"}
     )
+    return statistics
+
+
+def task_stock(examples_dir: str, work: str) -> dict:
+    """Stock TFX StatisticsGen and SchemaGen executors over the converted Examples."""
+    from tensorflow_metadata.proto.v0 import schema_pb2
+    from tfx.components.schema_gen import executor as schema_gen
+    from tfx.types import standard_artifacts
+    from tfx.utils import io_utils
+
+    schema = standard_artifacts.Schema()
+    schema.uri = os.path.join(work, "schema")
+    start = time.perf_counter()
+    statistics = stock_statistics_gen(examples_dir, os.path.join(work, "statistics"))
     middle = time.perf_counter()
     schema_gen.Executor().Do(
         {"statistics": [statistics]},
