@@ -137,7 +137,9 @@ def test_batches_joined_for_the_sketches_hold_the_same_values():
             np.testing.assert_array_equal(values[~np.isnan(values)], wanted[~np.isnan(wanted)])
         else:
             as_strings = [
-                statistics._BatchValues(fv, scalar=False).strings.to_pylist()
+                statistics._BatchValues(
+                    fv, False, np.zeros(len(fv.valid), np.int64), 1
+                ).strings.to_pylist()
                 for fv in (joined, expected)
             ]
             assert as_strings[0] == as_strings[1], feature.name

@@ -67,25 +67,56 @@ def _quantiles_sketch() -> QuantilesSketch:
     return QuantilesSketch(eps=QUANTILES_EPSILON, max_num_elements=1 << 32, num_streams=1)
 
 
-def _distinct_with_weights(values: pa.Array) -> tuple[pa.Array, pa.Array]:
-    """Each distinct value once, with its count as a float weight: sketches then take a batch's
-    few distinct values (most integers, value counts, categories) instead of every value."""
-    counts = pc.value_counts(values)
-    return counts.field("values"), counts.field("counts").cast(pa.float64())
+def _split_table(keys: np.ndarray, groups: np.ndarray, num_keys: int, num_groups: int):
+    """counts[key, group] of the (key, group) pairs: one pass counts every split at once."""
+    return np.bincount(keys * num_groups + groups, minlength=num_keys * num_groups).reshape(
+        num_keys, num_groups
+    )
+
+
+def _misra_gries_reduced(weights: np.ndarray, capacity: int) -> tuple[np.ndarray, np.ndarray]:
+    """Misra-Gries' reduction of a batch's distinct values (indices, reduced weights): with more
+    than `capacity` of them, the (capacity + 1)-th largest weight is taken from every value and
+    values left without weight are dropped, as the sketch itself would. Each reduction removes
+    at least (capacity + 1) times what it takes from any value, so over a stream the counts
+    still err by at most N / (capacity + 1), while the sketch sees at most `capacity` values
+    per batch instead of thousands."""
+    if len(weights) <= capacity:
+        return np.arange(len(weights)), weights
+    cut = np.partition(weights, len(weights) - capacity - 1)[len(weights) - capacity - 1]
+    kept = np.flatnonzero(weights > cut)
+    return kept, weights[kept] - cut
 
 
 class _BatchValues:
-    """One feature's values in one batch, with what every split's accumulator reads from them
-    computed once per batch: the rows' value counts and, for strings, a dictionary encoding
-    (each split then counts its values with a bincount instead of hashing them again)."""
+    """One feature's values in one batch. Every split's share is counted in one pass: a row's
+    group is its split, or `num_splits` where the feature is null, and value counts, strings
+    and integers are counted per (value, group) with one bincount for all splits."""
 
-    def __init__(self, fv: FeatureValues, scalar: bool):
+    def __init__(self, fv: FeatureValues, scalar: bool, split_ids: np.ndarray, num_splits: int):
         self.fv = fv
-        self.counts = None if scalar else np.diff(fv.row_splits)
+        self.scalar = scalar
+        self.num_groups = num_splits + 1
+        self.row_groups = np.where(fv.valid, split_ids, num_splits)
+        self.rows = np.bincount(self.row_groups, minlength=self.num_groups)
 
     @functools.cached_property
     def values(self) -> np.ndarray:
         return self.fv.values[: self.fv.row_splits[-1]]
+
+    @functools.cached_property
+    def value_groups(self) -> np.ndarray:
+        """Each value's group (scalars: value r is row r's, a null row's slot in no split)."""
+        if self.scalar:
+            return self.row_groups
+        return np.repeat(self.row_groups, np.diff(self.fv.row_splits))
+
+    @functools.cached_property
+    def value_count_table(self) -> np.ndarray:
+        """rows[number of values, group] of a list feature."""
+        counts = np.diff(self.fv.row_splits)
+        longest = int(counts.max()) if len(counts) else 0
+        return _split_table(counts, self.row_groups, longest + 1, self.num_groups)
 
     @functools.cached_property
     def strings(self) -> pa.Array:
@@ -97,17 +128,43 @@ class _BatchValues:
         )
 
     @functools.cached_property
-    def string_codes(self) -> tuple[pa.Array, np.ndarray, np.ndarray, bool]:
-        """The distinct strings, each value's index among them, their lengths, and whether any
-        is invalid UTF-8."""
+    def string_table(self) -> tuple[pa.Array, np.ndarray, bool, np.ndarray]:
+        """The distinct strings, their lengths, whether any is invalid UTF-8, and
+        counts[string, group]."""
         encoded = pc.dictionary_encode(self.strings)
         dictionary = encoded.dictionary
+        counts = _split_table(
+            encoded.indices.to_numpy(), self.value_groups, len(dictionary), self.num_groups
+        )
         return (
             dictionary,
-            encoded.indices.to_numpy(),
             pc.binary_length(dictionary).to_numpy().astype(np.int64),
             array_util.CountInvalidUTF8(dictionary) > 0,
+            counts,
         )
+
+    @functools.cached_property
+    def int_table(self) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct integers and counts[integer, group]: a bincount over the values' range
+        when it is narrow (counts, ids of a few thousand), else a hash table."""
+        values, groups = self.values, self.value_groups
+        null_slots = self.scalar and self.rows[-1] > 0  # hold arbitrary values
+        present = values[groups < self.num_groups - 1] if null_slots else values
+        if not len(present):
+            return np.zeros(0, np.int64), np.zeros((0, self.num_groups), np.int64)
+        low, high = int(present.min()), int(present.max())
+        if high - low <= 2 * len(values) + 4096:
+            keys = values - low
+            if null_slots:
+                keys = np.where(groups < self.num_groups - 1, keys, 0)
+            table = _split_table(keys, groups, high - low + 1, self.num_groups)
+            distinct = np.flatnonzero(table[:, :-1].any(axis=1))
+            return distinct + low, table[distinct]
+        encoded = pc.dictionary_encode(pa.array(values))
+        counts = _split_table(
+            encoded.indices.to_numpy(), groups, len(encoded.dictionary), self.num_groups
+        )
+        return encoded.dictionary.to_numpy(), counts
 
 
 # The sketch attributes of FeatureStatistics, and their classes.
@@ -154,38 +211,33 @@ class FeatureStatistics:
         self.top: Optional[MisraGriesSketch] = None
         self.distinct: Optional[KmvSketch] = None
 
-    def add(self, batch: _BatchValues, rows: Optional[np.ndarray]) -> None:
-        """Add the rows of `batch` selected by the boolean mask `rows` (None: all rows)."""
-        valid = batch.fv.valid if rows is None else batch.fv.valid & rows
+    def add(self, batch: _BatchValues, split: int) -> None:
+        """Add the rows of `batch` in group `split`."""
+        present_rows = int(batch.rows[split])
+        if not present_rows:
+            return
         if self.scalar:
-            present_rows = int(np.count_nonzero(valid))
-            if not present_rows:
-                return
             # num_values is 1 for every present row: its sketch is made once, in `value_counts`
             self.num_non_missing += present_rows
             self.tot_num_values += present_rows
             self.min_num_values, self.max_num_values = 1, 1
-            mask = None if present_rows == len(valid) else valid
         else:
-            present = batch.counts[valid]
-            if not len(present):
-                return
-            self._add_value_counts(present)
-            # Value i belongs to the row whose [row_splits[r], row_splits[r + 1]) holds it.
-            mask = None if len(present) == len(valid) else np.repeat(valid, batch.counts)
+            self._add_value_counts(batch.value_count_table[:, split])
         if self.kind == Kind.BYTES:
-            self._add_strings(batch, mask)
+            self._add_strings(batch, split)
+        elif self.kind == Kind.INT:
+            values, counts = batch.int_table
+            self._add_integers(values, counts[:, split])
         else:
-            self._add_numbers(batch.values, mask)
+            self._add_floats(batch.values[batch.value_groups == split])
 
-    def _add_value_counts(self, present: np.ndarray) -> None:
-        """The value counts of the present rows of a list feature."""
-        rows = np.bincount(present)
+    def _add_value_counts(self, rows: np.ndarray) -> None:
+        """rows[k]: the present rows of a list feature with k values."""
         counts = np.flatnonzero(rows)
-        self.num_non_missing += len(present)
+        self.num_non_missing += int(rows.sum())
         self.min_num_values = min(self.min_num_values, int(counts[0]))
         self.max_num_values = max(self.max_num_values, int(counts[-1]))
-        self.tot_num_values += int(present.sum())
+        self.tot_num_values += int(np.dot(counts, rows[counts]))
         if self.num_values is None:
             self.num_values = _quantiles_sketch()
         self.num_values.AddValues(pa.array(counts), pa.array(rows[counts].astype(np.float64)))
@@ -198,14 +250,30 @@ class FeatureStatistics:
         sketch.AddValues(pa.array([1]), pa.array([float(self.num_non_missing)]))
         return sketch
 
-    def _add_numbers(self, values: np.ndarray, mask: Optional[np.ndarray]) -> None:
-        if mask is not None:
-            values = values[mask]
-        if self.kind == Kind.FLOAT:
-            nan = np.isnan(values)
-            if nan.any():
-                self.num_nan += int(nan.sum())
-                values = values[~nan]
+    def _add_integers(self, values: np.ndarray, weights: np.ndarray) -> None:
+        """Integers as distinct values and their counts: exact sums from the counts, and the
+        sketch sees each distinct value once."""
+        seen = np.flatnonzero(weights)
+        if not len(seen):
+            return
+        values, weights = values[seen], weights[seen]
+        low, high = values.min().item(), values.max().item()
+        self.min, self.max = min(self.min, low), max(self.max, high)
+        self.finite_min, self.finite_max = min(self.finite_min, low), max(self.finite_max, high)
+        self.num_zeros += int(weights[values == 0].sum())
+        as_double = values.astype(np.float64)
+        count = int(weights.sum())
+        mean = float(np.dot(as_double, weights)) / count
+        self._merge_moments(count, mean, float(np.dot(np.square(as_double - mean), weights)))
+        if self.quantiles is None:
+            self.quantiles = _quantiles_sketch()
+        self.quantiles.AddValues(pa.array(values), pa.array(weights.astype(np.float64)))
+
+    def _add_floats(self, values: np.ndarray) -> None:
+        nan = np.isnan(values)
+        if nan.any():
+            self.num_nan += int(nan.sum())
+            values = values[~nan]
         if not len(values):
             return
         low, high = values.min().item(), values.max().item()
@@ -223,10 +291,7 @@ class FeatureStatistics:
         self._merge_moments(len(values), mean, float(np.square(as_double - mean).sum()))
         if self.quantiles is None:
             self.quantiles = _quantiles_sketch()
-        if self.kind == Kind.INT:
-            self.quantiles.AddValues(*_distinct_with_weights(pa.array(values)))
-        else:  # mostly distinct: counting them first would cost more than it saves
-            self.quantiles.AddValues(pa.array(values))
+        self.quantiles.AddValues(pa.array(values))  # mostly distinct: counting costs more
 
     def _merge_moments(self, count: int, mean: float, m2: float) -> None:
         """Chan et al.'s pairwise update of count, mean and squared deviations."""
@@ -238,13 +303,13 @@ class FeatureStatistics:
         self.m2 += m2 + delta * delta * self.count * count / total
         self.count = total
 
-    def _add_strings(self, batch: _BatchValues, mask: Optional[np.ndarray]) -> None:
-        dictionary, codes, lengths, any_invalid = batch.string_codes
-        weights = np.bincount(codes if mask is None else codes[mask], minlength=len(dictionary))
+    def _add_strings(self, batch: _BatchValues, split: int) -> None:
+        dictionary, lengths, any_invalid, counts = batch.string_table
+        weights = counts[:, split]
         self.total_bytes += int(np.dot(lengths, weights))
         if any_invalid:
-            strings = batch.strings if mask is None else batch.strings.filter(pa.array(mask))
-            self.invalid_utf8 += int(array_util.CountInvalidUTF8(strings))
+            rows = pa.array(batch.value_groups == split)
+            self.invalid_utf8 += int(array_util.CountInvalidUTF8(batch.strings.filter(rows)))
         if self.top is None:
             self.top = MisraGriesSketch(
                 num_buckets=NUM_RANK_HISTOGRAM_BUCKETS,
@@ -254,24 +319,20 @@ class FeatureStatistics:
             )
             self.distinct = KmvSketch(NUM_KMV_BUCKETS)
         seen = np.flatnonzero(weights)
-        if len(seen) < len(dictionary):
-            dictionary, weights, lengths = (
-                dictionary.take(pa.array(seen)),
-                weights[seen],
-                lengths[seen],
-            )
-        self.distinct.AddValues(dictionary)
-        # Weighted: the sketch sees each distinct value once. tfx_bsl applies its large-string
-        # placeholder to unweighted values only, so long values go in unweighted.
-        large = lengths > LARGE_STRING_THRESHOLD
+        self.distinct.AddValues(dictionary.take(pa.array(seen)))
+        # tfx_bsl applies its large-string placeholder to unweighted values only: long values
+        # go in unweighted, the others weighted (each distinct value once) and reduced.
+        large = lengths[seen] > LARGE_STRING_THRESHOLD
         if large.any():
-            long_values = np.flatnonzero(large)
+            long_values = seen[large]
             self.top.AddValues(
                 dictionary.take(pa.array(np.repeat(long_values, weights[long_values])))
             )
-            short = np.flatnonzero(~large)
-            dictionary, weights = dictionary.take(pa.array(short)), weights[short]
-        self.top.AddValues(dictionary, pa.array(weights.astype(np.float32)))
+            seen = seen[~large]
+        kept, reduced = _misra_gries_reduced(weights[seen], NUM_RANK_HISTOGRAM_BUCKETS)
+        self.top.AddValues(
+            dictionary.take(pa.array(seen[kept])), pa.array(reduced.astype(np.float32))
+        )
 
     def compact(self) -> None:
         """Fold the quantile sketches' buffers into their summaries, as TFDV's combiner does
@@ -369,16 +430,14 @@ def add_batch(
 ) -> None:
     """Add a batch's encoded features (`encoding.feature_columns`), row r to
     `splits[split_ids[r]]`. `values` may be a generator: one feature at a time is held."""
-    num_rows = len(split_ids)
-    selections = []
-    for index, count in enumerate(np.bincount(split_ids, minlength=len(splits)).tolist()):
-        if count:
-            selections.append((splits[index], None if count == num_rows else split_ids == index))
-            splits[index].num_examples += count
+    rows = np.bincount(split_ids, minlength=len(splits)).tolist()
+    for split, count in zip(splits, rows, strict=True):
+        split.num_examples += count
     for feature, fv in values:
-        batch = _BatchValues(fv, scalar=feature.list_depth == 0)
-        for split, rows in selections:
-            split.features[feature.name].add(batch, rows)
+        batch = _BatchValues(fv, feature.list_depth == 0, split_ids, len(splits))
+        for index, split in enumerate(splits):
+            if rows[index]:
+                split.features[feature.name].add(batch, index)
 
 
 def _concatenated(parts: Sequence[FeatureValues]) -> FeatureValues:
