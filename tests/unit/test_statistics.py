@@ -119,30 +119,42 @@ def test_exact_fields_do_not_depend_on_batching():
     assert one["s"].string_stats == many["s"].string_stats
 
 
-def test_batches_joined_for_the_sketches_hold_the_same_values():
-    """ShardStatistics joins a shard's batches before sketching them: the joined values are the
-    batches' values, strings (sliced Arrow arrays, offsets not at 0) and lists included."""
-    table = pa.concat_tables([edge_table()] * 3)
-    features = features_of(table.schema)
-    whole = dict(encoding.feature_columns(table.combine_chunks().to_batches()[0], features))
-    parts = [encoding.feature_columns(b, features) for b in table.to_batches(max_chunksize=2)]
-    for i, feature in enumerate(features):
-        joined = statistics._concatenated([part[i][1] for part in parts])
-        expected = whole[feature]
-        np.testing.assert_array_equal(joined.row_splits, expected.row_splits)
-        np.testing.assert_array_equal(joined.valid, expected.valid)
-        kept = joined.row_splits[-1]
-        if expected.data is None:
-            values, wanted = joined.values[:kept], expected.values[:kept]
-            np.testing.assert_array_equal(values[~np.isnan(values)], wanted[~np.isnan(wanted)])
-        else:
-            as_strings = [
-                statistics._BatchValues(
-                    fv, False, np.zeros(len(fv.valid), np.int64), 1
-                ).strings.to_pylist()
-                for fv in (joined, expected)
-            ]
-            assert as_strings[0] == as_strings[1], feature.name
+def dictionary_column(values: list, dictionary: list, null_code: int = 999) -> pa.Array:
+    """A string DictionaryArray as Parquet's dictionary pages arrive; null slots hold an
+    arbitrary (here out-of-range) code, and `dictionary` may repeat a value."""
+    codes = np.array([null_code if v is None else v for v in values], dtype=np.int32)
+    valid = np.array([v is not None for v in values])
+    indices = pa.Array.from_buffers(
+        pa.int32(),
+        len(values),
+        [pa.array(valid).buffers()[1] if not valid.all() else None, pa.py_buffer(codes)],
+    )
+    return pa.DictionaryArray.from_arrays(indices, pa.array(dictionary, pa.string()))
+
+
+def test_dictionary_pages_count_as_their_strings():
+    """Strings kept as dictionary codes (repeated dictionary values, arbitrary codes in null
+    slots) give the statistics and the records of the same strings decoded."""
+    dictionary = ["a", "bb", "a", "ccc", "unused"]
+    codes = [0, 1, None, 2, 3, 3, None, 0, 1, 2]
+    coded = pa.table({"s": dictionary_column(codes, dictionary)})
+    plain = pa.table({"s": pa.array([None if c is None else dictionary[c] for c in codes])})
+    assert np.frombuffer(coded.column(0).chunk(0).indices.buffers()[1], np.int32)[2] == 999
+    features = features_of(plain.schema)
+    assert (
+        encoding.encode(coded.to_batches()[0], features).buffer.tobytes()
+        == encoding.encode(plain.to_batches()[0], features).buffer.tobytes()
+    )
+    ours, theirs = (
+        by_name(statistics.statistics_list(split_statistics(t, 4, parts=2)))["s"]
+        for t in (coded, plain)
+    )
+    assert ours == theirs
+    assert {v.value: v.frequency for v in ours.string_stats.top_values} == {
+        "a": 4,
+        "bb": 2,
+        "ccc": 2,
+    }
 
 
 def test_sketches_within_their_stated_bounds():

@@ -38,6 +38,9 @@ from tfx_tabular.io.workers import check_sdk_workers
 
 PROGRESS_DIR = "progress"
 STATISTICS_TAG = "statistics"
+# Rows read at a time (encoded `batch_size` rows at a time): a row group of the common writers'
+# size, so statistics count whole row groups, each dictionary page once.
+READ_ROWS = 65_536
 FEATURE_STATS_DIR = "feature_stats"  # in the staging folder: Split-<name>/FeatureStats.pb
 
 
@@ -182,9 +185,9 @@ class ConvertShard(beam.DoFn):
                         self._options,
                     )
                 )
-            shard_stats = statistics.ShardStatistics(self._features, len(names))
+            split_statistics = [statistics.SplitStatistics(self._features) for _ in names]
             rows = self._write_shard(
-                shard_index, writers, shard_stats if self._with_statistics else None
+                shard_index, writers, split_statistics if self._with_statistics else None
             )
         except BaseException:
             # Close on errors too: an object store would otherwise upload the partial files
@@ -203,7 +206,7 @@ class ConvertShard(beam.DoFn):
             handle.write(json.dumps(stats).encode())
         yield stats
         if self._with_statistics:
-            for name, split in zip(names, shard_stats.splits, strict=True):
+            for name, split in zip(names, split_statistics, strict=True):
                 yield beam.pvalue.TaggedOutput(
                     STATISTICS_TAG, (name, (shard_index, split.to_bytes()))
                 )
@@ -212,12 +215,13 @@ class ConvertShard(beam.DoFn):
         self,
         shard_index: int,
         writers: list[_FileWriter],
-        shard_stats: Optional[statistics.ShardStatistics],
+        split_statistics: Optional[list[statistics.SplitStatistics]],
     ) -> np.ndarray:
         """Encodes the shard's row groups into the split writers (and their rows into
-        `shard_stats`, if given); returns rows per split."""
+        `split_statistics`, if given); returns rows per split."""
         rows = np.zeros(len(writers), dtype=np.int64)
         progress = _ShardProgress(self._temp_dir, shard_index)
+        read_rows = max(self._options.batch_size, READ_ROWS)
         for file_index, row_groups in self._shards[shard_index]:
             info = self._dataset.files[file_index]
             if (
@@ -226,30 +230,38 @@ class ConvertShard(beam.DoFn):
             ):
                 continue
             for batch in parquet.read_batches(
-                self._dataset, info, row_groups, self._options.batch_size
+                self._dataset, info, row_groups, read_rows, string_dictionaries=True
             ):
                 try:
                     columns = encoding.feature_columns(batch, self._features)
-                    encoded = encoding.encode_columns(batch.num_rows, columns, framed=True)
                 except encoding.ConversionError as e:
                     raise InputError(f"{info.path}: {e}") from None
-                split_ids = self._split_ids(encoded, batch, info.relative)
-                if shard_stats is not None:
-                    shard_stats.add(columns, split_ids)
-                for s, writer in enumerate(writers):
-                    chosen = np.flatnonzero(split_ids == s)
-                    if len(chosen) == len(split_ids):
-                        writer.write(encoded.buffer)
-                    elif len(chosen):
-                        writer.write(
-                            encoding.gather_records(encoded.buffer, encoded.offsets, chosen)
-                        )
-                    rows[s] += len(chosen)
+                split_ids = self._write_batch(writers, rows, batch, columns, info.relative)
+                if split_statistics is not None:
+                    statistics.add_batch(split_statistics, columns, split_ids)
                 progress.add(len(split_ids))
-        if shard_stats is not None:
-            shard_stats.flush()
         progress.write()
         return rows
+
+    def _write_batch(self, writers, rows, batch: pa.RecordBatch, columns, relative: str):
+        """Encodes a read batch `batch_size` rows at a time into the split writers; returns
+        each row's split."""
+        step = self._options.batch_size
+        all_ids = []
+        for start in range(0, batch.num_rows, step):
+            stop = min(start + step, batch.num_rows)
+            part = [(f, encoding.rows_of(fv, start, stop)) for f, fv in columns]
+            encoded = encoding.encode_columns(stop - start, part, framed=True)
+            split_ids = self._split_ids(encoded, batch.slice(start, stop - start), relative)
+            for s, writer in enumerate(writers):
+                chosen = np.flatnonzero(split_ids == s)
+                if len(chosen) == len(split_ids):
+                    writer.write(encoded.buffer)
+                elif len(chosen):
+                    writer.write(encoding.gather_records(encoded.buffer, encoded.offsets, chosen))
+                rows[s] += len(chosen)
+            all_ids.append(split_ids)
+        return np.concatenate(all_ids) if all_ids else np.zeros(0, np.int64)
 
 
 class _WriteSplitStatistics(beam.DoFn):

@@ -44,10 +44,41 @@ class FeatureValues:
     valid: np.ndarray  # bool, n; False → null (feature with no kind)
     values: np.ndarray  # int64 | float32 | for BYTES: the int64 offsets (m + 1) into `data`
     data: Optional[np.ndarray] = None  # uint8, BYTES only
+    # BYTES kept dictionary-encoded (Parquet's dictionary pages): value i is string codes[i] of
+    # the dictionary whose offsets are `values` (codes in null slots are arbitrary). None: value
+    # i is string i.
+    codes: Optional[np.ndarray] = None
+
+
+def rows_of(fv: FeatureValues, start: int, stop: int) -> FeatureValues:
+    """Rows [start, stop) of a feature, sharing its buffers (value arrays are views)."""
+    low, high = int(fv.row_splits[start]), int(fv.row_splits[stop])
+    splits = fv.row_splits[start : stop + 1] - low
+    valid = fv.valid[start:stop]
+    if fv.data is None:
+        return FeatureValues(splits, valid, fv.values[low:high])
+    if fv.codes is None:  # offsets stay absolute: into the same data
+        return FeatureValues(splits, valid, fv.values[low : high + 1], fv.data)
+    return FeatureValues(splits, valid, fv.values, fv.data, fv.codes[low:high])
 
 
 def _decoded(arr: pa.Array) -> pa.Array:
     return arr.dictionary_decode() if pa.types.is_dictionary(arr.type) else arr
+
+
+def _is_string_dictionary(arr: pa.Array, kind: Kind) -> bool:
+    t = arr.type
+    return (
+        kind == Kind.BYTES
+        and pa.types.is_dictionary(t)
+        and len(arr.dictionary) > 0
+        and (pa.types.is_string(t.value_type) or pa.types.is_binary(t.value_type))
+    )
+
+
+def _dictionary_codes(arr: pa.DictionaryArray) -> np.ndarray:
+    """Each slot's index into the dictionary, as stored (arbitrary in null slots); no copy."""
+    return _slots(arr.indices, arr.indices.type.to_pandas_dtype())
 
 
 def _validity(arr: pa.Array) -> np.ndarray:
@@ -177,7 +208,10 @@ def feature_values(column: pa.Array, feature: Feature, partitions: Sequence[Feat
             arr = _flatten(arr)
         else:
             arr = arr.flatten()[arr.type.get_field_index(step)]
-    arr = _decoded(arr)
+    # Strings read as dictionary pages stay encoded: each value is written from the dictionary.
+    keep_dictionary = _is_string_dictionary(arr, feature.kind)
+    if not keep_dictionary:
+        arr = _decoded(arr)
     if top_valid is None:  # a scalar: row r's value is slot r (skipped where null)
         top_valid = _validity(arr)
         levels.append(np.arange(len(arr) + 1, dtype=np.int64))
@@ -189,7 +223,10 @@ def feature_values(column: pa.Array, feature: Feature, partitions: Sequence[Feat
     if pa.types.is_null(arr.type):
         top_valid = np.zeros(len(column), dtype=bool)
         levels = [np.zeros(len(column) + 1, dtype=np.int64)]
-    values, data = _leaf_values(arr, feature.kind, feature.column)
+    codes = _dictionary_codes(arr) if keep_dictionary else None
+    values, data = _leaf_values(
+        arr.dictionary if keep_dictionary else arr, feature.kind, feature.column
+    )
 
     def composed(depth: int) -> np.ndarray:
         splits = levels[0]
@@ -197,7 +234,7 @@ def feature_values(column: pa.Array, feature: Feature, partitions: Sequence[Feat
             splits = offsets[splits]
         return splits
 
-    out = [FeatureValues(composed(len(levels)), top_valid, values, data)]
+    out = [FeatureValues(composed(len(levels)), top_valid, values, data, codes)]
     for partition in partitions:
         out.append(
             FeatureValues(composed(partition.level), top_valid, np.diff(levels[partition.level]))
@@ -573,9 +610,18 @@ def encode_columns(
         valid[i] = fv.valid
         np.add(fv.row_splits, base[f.kind], out=splits[i])
         if f.kind == Kind.BYTES:
-            count = len(fv.values) - 1
-            bytes_starts.append(fv.values[:-1] + data_base)
-            bytes_ends.append(fv.values[1:] + data_base)
+            starts, ends = (
+                (fv.values[:-1], fv.values[1:])
+                if fv.codes is None
+                # "clip": null slots hold arbitrary codes (their values are never written)
+                else (
+                    np.take(fv.values[:-1], fv.codes, mode="clip"),
+                    np.take(fv.values[1:], fv.codes, mode="clip"),
+                )
+            )
+            count = len(starts)
+            bytes_starts.append(starts + data_base)
+            bytes_ends.append(ends + data_base)
             datas.append(fv.data)
             data_base += len(fv.data)
         else:

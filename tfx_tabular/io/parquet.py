@@ -605,15 +605,39 @@ def conform(batch: pa.RecordBatch, dataset: Dataset, info: ParquetFileInfo) -> p
     )
 
 
+def _dictionary_columns(metadata: pq.FileMetaData, row_group: int, columns) -> list[str]:
+    """The string and binary columns stored as dictionary pages in `row_group`."""
+    wanted = set(columns)
+    chunks = (metadata.row_group(row_group).column(i) for i in range(metadata.num_columns))
+    return [
+        chunk.path_in_schema
+        for chunk in chunks
+        if chunk.path_in_schema in wanted
+        and chunk.has_dictionary_page
+        and chunk.physical_type == "BYTE_ARRAY"
+    ]
+
+
 def read_batches(
-    dataset: Dataset, info: ParquetFileInfo, row_groups: Sequence[int], batch_size: int
+    dataset: Dataset,
+    info: ParquetFileInfo,
+    row_groups: Sequence[int],
+    batch_size: int,
+    string_dictionaries: bool = False,
 ) -> Iterator[pa.RecordBatch]:
-    """A file's row groups as conformed batches of at most `batch_size` rows (bounded memory)."""
+    """A file's row groups as conformed batches of at most `batch_size` rows (bounded memory).
+    With `string_dictionaries`, string columns stored as dictionary pages (those of the first
+    row group) come as dictionary arrays: their values are not decoded nor hashed again."""
     wanted = set(dataset.schema.names)  # a set: quadratic in columns otherwise
     columns = [name for name in info.schema.names if name in wanted]
     try:
         with dataset.filesystem.open_input_file(info.path) as handle:
             reader = pq.ParquetFile(handle)
+            if string_dictionaries and row_groups:
+                dictionaries = _dictionary_columns(reader.metadata, row_groups[0], columns)
+                reader = pq.ParquetFile(
+                    handle, metadata=reader.metadata, read_dictionary=dictionaries
+                )
             for batch in reader.iter_batches(
                 batch_size=batch_size,
                 row_groups=list(row_groups),

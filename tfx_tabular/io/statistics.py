@@ -35,6 +35,7 @@ import math
 import os
 from typing import Iterable, Optional, Sequence
 
+import numba
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -67,11 +68,33 @@ def _quantiles_sketch() -> QuantilesSketch:
     return QuantilesSketch(eps=QUANTILES_EPSILON, max_num_elements=1 << 32, num_streams=1)
 
 
-def _split_table(keys: np.ndarray, groups: np.ndarray, num_keys: int, num_groups: int):
-    """counts[key, group] of the (key, group) pairs: one pass counts every split at once."""
-    return np.bincount(keys * num_groups + groups, minlength=num_keys * num_groups).reshape(
-        num_keys, num_groups
-    )
+@numba.njit(cache=True, nogil=True)
+def _split_counts(keys, groups, low, num_keys, num_splits):
+    """counts[key - low, split] of the values whose group is a split, in one pass for every
+    split. Group `num_splits` (a null row's slot, holding an arbitrary key) is skipped."""
+    counts = np.zeros((num_keys, num_splits), np.int64)
+    for i in range(len(keys)):
+        group = groups[i]
+        if group < num_splits:
+            counts[keys[i] - low, group] += 1
+    return counts
+
+
+@numba.njit(cache=True, nogil=True)
+def _present_range(values, groups, num_splits):
+    """(min, max) of the values in a split; (1, 0) if none is."""
+    low, high, seen = 1, 0, False
+    for i in range(len(values)):
+        if groups[i] < num_splits:
+            value = values[i]
+            if not seen:
+                low = high = value
+                seen = True
+            elif value < low:
+                low = value
+            elif value > high:
+                high = value
+    return low, high
 
 
 def _misra_gries_reduced(weights: np.ndarray, capacity: int) -> tuple[np.ndarray, np.ndarray]:
@@ -89,16 +112,19 @@ def _misra_gries_reduced(weights: np.ndarray, capacity: int) -> tuple[np.ndarray
 
 
 class _BatchValues:
-    """One feature's values in one batch. Every split's share is counted in one pass: a row's
-    group is its split, or `num_splits` where the feature is null, and value counts, strings
-    and integers are counted per (value, group) with one bincount for all splits."""
+    """One feature's values in one batch, every split's share counted in one pass: a row's
+    group is its split, or `num_splits` where the feature is null; value counts, strings and
+    integers are counted per (value, split) by `_split_counts`."""
 
     def __init__(self, fv: FeatureValues, scalar: bool, split_ids: np.ndarray, num_splits: int):
         self.fv = fv
         self.scalar = scalar
-        self.num_groups = num_splits + 1
+        self.num_splits = num_splits
         self.row_groups = np.where(fv.valid, split_ids, num_splits)
-        self.rows = np.bincount(self.row_groups, minlength=self.num_groups)
+        self.rows = np.bincount(self.row_groups, minlength=num_splits + 1)
+
+    def _counts(self, keys: np.ndarray, groups: np.ndarray, low: int, num_keys: int):
+        return _split_counts(keys, groups, low, num_keys, self.num_splits)
 
     @functools.cached_property
     def values(self) -> np.ndarray:
@@ -113,29 +139,30 @@ class _BatchValues:
 
     @functools.cached_property
     def value_count_table(self) -> np.ndarray:
-        """rows[number of values, group] of a list feature."""
+        """rows[number of values, split] of a list feature."""
         counts = np.diff(self.fv.row_splits)
         longest = int(counts.max()) if len(counts) else 0
-        return _split_table(counts, self.row_groups, longest + 1, self.num_groups)
+        return self._counts(counts, self.row_groups, 0, longest + 1)
 
     @functools.cached_property
     def strings(self) -> pa.Array:
-        offsets = self.fv.values[: self.fv.row_splits[-1] + 1]
-        return pa.Array.from_buffers(
-            pa.large_binary(),
-            len(offsets) - 1,
-            [None, pa.py_buffer(offsets), pa.py_buffer(self.fv.data)],
-        )
+        """The values as an Arrow array (null slots: some dictionary value)."""
+        fv = self.fv
+        if fv.codes is None:
+            return _binary_array(fv.values[: fv.row_splits[-1] + 1], fv.data)
+        codes = np.clip(fv.codes[: fv.row_splits[-1]], 0, len(fv.values) - 2)
+        return _binary_array(fv.values, fv.data).take(pa.array(codes))
 
     @functools.cached_property
     def string_table(self) -> tuple[pa.Array, np.ndarray, bool, np.ndarray]:
         """The distinct strings, their lengths, whether any is invalid UTF-8, and
-        counts[string, group]."""
-        encoded = pc.dictionary_encode(self.strings)
-        dictionary = encoded.dictionary
-        counts = _split_table(
-            encoded.indices.to_numpy(), self.value_groups, len(dictionary), self.num_groups
-        )
+        counts[string, split]."""
+        if self.fv.codes is None:
+            encoded = pc.dictionary_encode(self.strings)
+            dictionary = encoded.dictionary
+            counts = self._counts(encoded.indices.to_numpy(), self.value_groups, 0, len(dictionary))
+        else:
+            dictionary, counts = self._dictionary_table()
         return (
             dictionary,
             pc.binary_length(dictionary).to_numpy().astype(np.int64),
@@ -143,27 +170,35 @@ class _BatchValues:
             counts,
         )
 
+    def _dictionary_table(self) -> tuple[pa.Array, np.ndarray]:
+        """Dictionary pages' values counted by code, then merged by string: a shard's batches
+        join several row groups' dictionaries, and a writer may repeat a value. Only the
+        dictionary is hashed, not every value."""
+        fv = self.fv
+        pages = _binary_array(fv.values, fv.data)
+        counts = self._counts(fv.codes[: fv.row_splits[-1]], self.value_groups, 0, len(pages))
+        encoded = pc.dictionary_encode(pages)
+        if len(encoded.dictionary) == len(pages):
+            return pages, counts
+        merged = encoded.indices.to_numpy()
+        size = len(encoded.dictionary)
+        by_string = [np.bincount(merged, weights=c, minlength=size) for c in counts.T]
+        return encoded.dictionary, np.stack(by_string, axis=1).astype(np.int64)
+
     @functools.cached_property
     def int_table(self) -> tuple[np.ndarray, np.ndarray]:
-        """The distinct integers and counts[integer, group]: a bincount over the values' range
-        when it is narrow (counts, ids of a few thousand), else a hash table."""
+        """The distinct integers and counts[integer, split]: counted over the values' range
+        when it is narrow (counts, ids of a few thousand), else through a hash table."""
         values, groups = self.values, self.value_groups
-        null_slots = self.scalar and self.rows[-1] > 0  # hold arbitrary values
-        present = values[groups < self.num_groups - 1] if null_slots else values
-        if not len(present):
-            return np.zeros(0, np.int64), np.zeros((0, self.num_groups), np.int64)
-        low, high = int(present.min()), int(present.max())
+        low, high = (int(v) for v in _present_range(values, groups, self.num_splits))
+        if high < low:
+            return np.zeros(0, np.int64), np.zeros((0, self.num_splits), np.int64)
         if high - low <= 2 * len(values) + 4096:
-            keys = values - low
-            if null_slots:
-                keys = np.where(groups < self.num_groups - 1, keys, 0)
-            table = _split_table(keys, groups, high - low + 1, self.num_groups)
-            distinct = np.flatnonzero(table[:, :-1].any(axis=1))
+            table = self._counts(values, groups, low, high - low + 1)
+            distinct = np.flatnonzero(table.any(axis=1))
             return distinct + low, table[distinct]
         encoded = pc.dictionary_encode(pa.array(values))
-        counts = _split_table(
-            encoded.indices.to_numpy(), groups, len(encoded.dictionary), self.num_groups
-        )
+        counts = self._counts(encoded.indices.to_numpy(), groups, 0, len(encoded.dictionary))
         return encoded.dictionary.to_numpy(), counts
 
 
@@ -440,62 +475,11 @@ def add_batch(
                 split.features[feature.name].add(batch, index)
 
 
-def _concatenated(parts: Sequence[FeatureValues]) -> FeatureValues:
-    """One feature's values over consecutive batches, as one batch."""
-    ends = [int(p.row_splits[-1]) for p in parts]
-    starts = np.cumsum([0, *ends[:-1]])
-    row_splits = np.concatenate(
-        [parts[0].row_splits[:1]]
-        + [p.row_splits[1:] + s for p, s in zip(parts, starts, strict=True)]
+def _binary_array(offsets: np.ndarray, data: np.ndarray) -> pa.Array:
+    """Strings at int64 `offsets` into `data` (not necessarily from 0), without a copy."""
+    return pa.Array.from_buffers(
+        pa.large_binary(), len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
     )
-    valid = np.concatenate([p.valid for p in parts])
-    if parts[0].data is None:
-        return FeatureValues(
-            row_splits,
-            valid,
-            np.concatenate([p.values[:e] for p, e in zip(parts, ends, strict=True)]),
-        )
-    # Strings: offsets (absolute, into each part's data) → offsets into the joined data.
-    offsets = [p.values[: e + 1] for p, e in zip(parts, ends, strict=True)]
-    sizes = [int(o[-1] - o[0]) for o in offsets]
-    bases = np.cumsum([0, *sizes[:-1]])
-    joined = np.concatenate(
-        [o[:-1] - o[0] + b for o, b in zip(offsets, bases, strict=True)] + [[bases[-1] + sizes[-1]]]
-    )
-    data = np.concatenate([p.data[o[0] : o[-1]] for p, o in zip(parts, offsets, strict=True)])
-    return FeatureValues(row_splits, valid, joined.astype(np.int64), data)
-
-
-class ShardStatistics:
-    """The split accumulators of one shard, fed its batches. They take BATCH_ROWS rows at a
-    time: each feature's sketches are updated once per split per 65,536 rows rather than per
-    8,192-row batch, so they see far fewer (repeated) distinct values and calls."""
-
-    BATCH_ROWS = 65_536
-
-    def __init__(self, features: Sequence[Feature], num_splits: int):
-        self.splits = [SplitStatistics(features) for _ in range(num_splits)]
-        self._pending: list[tuple[Sequence[tuple[Feature, FeatureValues]], np.ndarray]] = []
-        self._rows = 0
-
-    def add(self, values: Sequence[tuple[Feature, FeatureValues]], split_ids: np.ndarray) -> None:
-        """Add a batch (see `add_batch`); row r goes to split `split_ids[r]`."""
-        self._pending.append((values, split_ids))
-        self._rows += len(split_ids)
-        if self._rows >= self.BATCH_ROWS:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self._pending:
-            return
-        first = self._pending[0][0]
-        joined = (
-            (feature, _concatenated([batch[i][1] for batch, _ in self._pending]))
-            for i, (feature, _) in enumerate(first)
-        )
-        split_ids = np.concatenate([ids for _, ids in self._pending])
-        add_batch(self.splits, joined if len(self._pending) > 1 else first, split_ids)
-        self._pending, self._rows = [], 0
 
 
 def _quantiles_and_counts(sketch: QuantilesSketch, num_buckets: int):
