@@ -395,3 +395,55 @@ def test_gzip_shards_read_back_with_tf_data(demo_dataset, tmp_path):
     } == all_records(tmp_path / "plain")
     with pytest.raises(ValueError, match="compression"):
         OutputOptions(compression="zstd")
+
+
+def test_strings_stored_every_way_write_their_values(tmp_path):
+    """Strings read as Parquet dictionary pages stay encoded through the encoder and the
+    statistics: dictionary pages with nulls, a column whose second row group fell back to plain
+    pages (dictionary over its size limit), a column without dictionary, and lists of strings
+    write the same records as the values decoded, with and without statistics."""
+    rng = np.random.default_rng(3)
+    n = 3_000
+    few = rng.choice(["a", "", "été", "dense"], n).astype(object)
+    few[rng.random(n) < 0.2] = None
+    table = pa.table(
+        {
+            "few": pa.array(few, pa.string()),
+            "many": pa.array([f"v{i}-{rng.integers(1 << 40)}" for i in range(n)]),
+            "plain": pa.array(rng.choice(["x", "yy"], n)),
+            "lists": pa.array([["p", "q"][: i % 3] for i in range(n)], pa.list_(pa.string())),
+        }
+    )
+    (tmp_path / "in").mkdir()
+    path = tmp_path / "in" / "part.parquet"
+    pq.write_table(
+        table,
+        path,
+        row_group_size=n // 2,
+        use_dictionary=["few", "many", "lists"],
+        dictionary_pagesize_limit=4096,
+    )
+    chunks = [pq.ParquetFile(path).metadata.row_group(g).column(1) for g in range(2)]
+    assert all(c.has_dictionary_page for c in chunks)  # "many": fell back to plain pages
+    assert "PLAIN" in chunks[1].encodings
+    expected = sorted(
+        conversion.encoding.encode(b, open_dataset(str(tmp_path / "in")).features).records()
+        for b in table.to_batches()
+    )
+    expected = sorted(r for records in expected for r in records)
+    for statistics in (False, True):
+        dataset = open_dataset(str(tmp_path / "in"))
+        out = tmp_path / f"out-{statistics}"
+        conversion.convert(
+            dataset,
+            str(out),
+            Splits(buckets=(("train", 1),)),
+            OutputOptions(batch_size=700),
+            IN_MEMORY_BEAM,
+            statistics_dir=str(tmp_path / f"stats-{statistics}") if statistics else None,
+        )
+        assert sorted(read_split(str(out), "train")) == expected
+
+
+def test_freed_batch_buffers_are_kept_for_the_next_batch():
+    assert conversion.encoding.reuse_freed_memory()  # glibc here: its mallopt took both settings

@@ -38,9 +38,10 @@ from tfx_tabular.io.workers import check_sdk_workers
 
 PROGRESS_DIR = "progress"
 STATISTICS_TAG = "statistics"
-# Rows read at a time (encoded `batch_size` rows at a time): a row group of the common writers'
-# size, so statistics count whole row groups, each dictionary page once.
-READ_ROWS = 65_536
+# Rows read at a time with statistics (encoded `batch_size` rows at a time): a row group of the
+# common writers' size, so the statistics count whole row groups, each dictionary page once
+# (~60 MiB more per converting thread than reading `batch_size` rows).
+STATISTICS_READ_ROWS = 65_536
 FEATURE_STATS_DIR = "feature_stats"  # in the staging folder: Split-<name>/FeatureStats.pb
 
 
@@ -142,6 +143,7 @@ class ConvertShard(beam.DoFn):
         self._with_statistics = with_statistics
 
     def setup(self):
+        encoding.reuse_freed_memory()
         self._features = self._dataset.features
         self._key_features = (
             features_of(
@@ -221,7 +223,9 @@ class ConvertShard(beam.DoFn):
         `split_statistics`, if given); returns rows per split."""
         rows = np.zeros(len(writers), dtype=np.int64)
         progress = _ShardProgress(self._temp_dir, shard_index)
-        read_rows = max(self._options.batch_size, READ_ROWS)
+        read_rows = self._options.batch_size
+        if split_statistics is not None:
+            read_rows = max(read_rows, STATISTICS_READ_ROWS)
         for file_index, row_groups in self._shards[shard_index]:
             info = self._dataset.files[file_index]
             if (

@@ -9,6 +9,8 @@ list (tests compare both against tf.io.parse_example and tfx_bsl's decoder).
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import dataclasses
 import platform
 import sys
@@ -30,6 +32,23 @@ _INT64_MAX = np.iinfo(np.int64).max
 
 if sys.byteorder != "little":  # the kernels read 8-byte little-endian words (hashes, CRC)
     raise ImportError("tfx_tabular.io.encoding needs a little-endian machine")
+
+
+# glibc's mallopt parameters (malloc.h).
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+
+
+def reuse_freed_memory() -> bool:
+    """Have glibc keep the encoder's freed batch buffers (a few MiB each) for the next batch.
+    Under its default, adaptive mmap threshold, a multi-threaded conversion mapped fresh pages
+    for most batches and page-faulted them in: a third of the encoder's CPU. Up to 32 MiB of
+    freed memory stays mapped. False where the C library has no mallopt (nothing changes)."""
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c")).mallopt
+    except (OSError, AttributeError, TypeError):
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, 32 << 20) and mallopt(_M_TRIM_THRESHOLD, 32 << 20))
 
 
 class ConversionError(ValueError):
