@@ -187,10 +187,12 @@ class ConvertShard(beam.DoFn):
                         self._options,
                     )
                 )
-            split_statistics = [statistics.SplitStatistics(self._features) for _ in names]
-            rows = self._write_shard(
-                shard_index, writers, split_statistics if self._with_statistics else None
+            split_statistics = (
+                [statistics.SplitStatistics(self._features) for _ in names]
+                if self._with_statistics
+                else None
             )
+            rows = self._write_shard(shard_index, writers, split_statistics)
         except BaseException:
             # Close on errors too: an object store would otherwise upload the partial files
             # whenever the writers are garbage-collected, possibly after `discard` ran. A close
@@ -207,7 +209,7 @@ class ConvertShard(beam.DoFn):
         ) as handle:
             handle.write(json.dumps(stats).encode())
         yield stats
-        if self._with_statistics:
+        if split_statistics is not None:
             for name, split in zip(names, split_statistics, strict=True):
                 yield beam.pvalue.TaggedOutput(
                     STATISTICS_TAG, (name, (shard_index, split.to_bytes()))

@@ -1,9 +1,10 @@
 """TFDV-compatible statistics of the tf.Examples a conversion writes, computed while it encodes.
 
 The encoder already holds every feature of a batch as flat numpy buffers (`FeatureValues`: row
-splits, validity, values); `SplitStatistics.add` reads those same buffers, so the statistics
-describe exactly the features, kinds and values written. Accumulators pickle and merge (one per
-shard and split, merged in shard order, so a run's files are the same on every runner), and the
+splits, validity, values or dictionary codes); `add_batch` reads those same buffers, so the
+statistics describe exactly the features, kinds and values written. Accumulators serialize and
+merge (one per shard and split, merged in shard order, so a run's files are the same on every
+runner), and the
 result does not depend on how rows were split into batches, except where a sketch is used:
 
 * exact: num_examples, num_non_missing, num_missing, min/max/avg/tot_num_values, min, max, mean,
@@ -12,7 +13,8 @@ result does not depend on how rows were split into batches, except where a sketc
 * tfx_bsl's QuantilesSketch (the one TFDV's BasicStatsGenerator uses, eps 0.01): median,
   quantiles and standard histograms and the num_values histogram. Ranks within 1% of the count
   (integers and value counts go in as distinct values with their counts as weights);
-* tfx_bsl's MisraGriesSketch (1,000 counters, as TFDV's sketch-based top-k): top_values and
+* tfx_bsl's MisraGriesSketch (1,000 counters, as TFDV's sketch-based top-k), fed each batch's
+  distinct values Misra-Gries-reduced to at most 1,000 (`_misra_gries_reduced`): top_values and
   rank_histogram. Exact when a split's feature holds at most 1,000 distinct values; otherwise
   each count errs by at most N / 1,000 (N the feature's values in the split) and any value
   more frequent than that is listed;
