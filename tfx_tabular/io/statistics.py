@@ -4,8 +4,8 @@ The encoder already holds every feature of a batch as flat numpy buffers (`Featu
 splits, validity, values or dictionary codes); `add_batch` reads those same buffers, so the
 statistics describe exactly the features, kinds and values written. Accumulators serialize and
 merge (one per shard and split, merged in shard order, so a run's files are the same on every
-runner), and the
-result does not depend on how rows were split into batches, except where a sketch is used:
+runner), and the result does not depend on how rows were split into batches, except where a
+sketch is used:
 
 * exact: num_examples, num_non_missing, num_missing, min/max/avg/tot_num_values, min, max, mean,
   std_dev (float64, merged with Chan's formula), num_zeros, num_nan, avg_length,
@@ -173,9 +173,8 @@ class _BatchValues:
         )
 
     def _dictionary_table(self) -> tuple[pa.Array, np.ndarray]:
-        """Dictionary pages' values counted by code, then merged by string: a shard's batches
-        join several row groups' dictionaries, and a writer may repeat a value. Only the
-        dictionary is hashed, not every value."""
+        """Dictionary pages' values counted by code, then merged by string (a writer may
+        repeat a value in its dictionary). Only the dictionary is hashed, not every value."""
         fv = self.fv
         pages = _binary_array(fv.values, fv.data)
         counts = self._counts(fv.codes[: fv.row_splits[-1]], self.value_groups, 0, len(pages))
