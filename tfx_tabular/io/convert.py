@@ -43,6 +43,10 @@ STATISTICS_TAG = "statistics"
 # (~60 MiB more per converting thread than reading `batch_size` rows).
 STATISTICS_READ_ROWS = 65_536
 FEATURE_STATS_DIR = "feature_stats"  # in the staging folder: Split-<name>/FeatureStats.pb
+# In the staging folder: <split>/shard-<index>, each shard's SplitStatistics bytes. Beam carries
+# only their paths: ~1.6 MiB per split and shard held by the runner until the merge made peak
+# memory grow with the number of shards (1.33x from 1M to 10M rows).
+STATISTICS_PARTS_DIR = "statistics_parts"
 
 
 class _ShardProgress:
@@ -123,8 +127,8 @@ class _FileWriter:
 
 class ConvertShard(beam.DoFn):
     """Converts one shard (a list of row groups) into one temporary file per split; with
-    `with_statistics`, also outputs (split, (shard index, SplitStatistics bytes)) to
-    STATISTICS_TAG."""
+    `with_statistics`, also writes each split's SplitStatistics into STATISTICS_PARTS_DIR and
+    outputs (split, (shard index, its path)) to STATISTICS_TAG."""
 
     def __init__(
         self,
@@ -211,9 +215,12 @@ class ConvertShard(beam.DoFn):
         yield stats
         if split_statistics is not None:
             for name, split in zip(names, split_statistics, strict=True):
-                yield beam.pvalue.TaggedOutput(
-                    STATISTICS_TAG, (name, (shard_index, split.to_bytes()))
+                path = posixpath.join(
+                    self._temp_dir, STATISTICS_PARTS_DIR, name, f"shard-{shard_index:05d}"
                 )
+                with FileSystems.create(path) as handle:
+                    handle.write(split.to_bytes())
+                yield beam.pvalue.TaggedOutput(STATISTICS_TAG, (name, (shard_index, path)))
 
     def _write_shard(
         self,
@@ -272,7 +279,8 @@ class ConvertShard(beam.DoFn):
 
 class _WriteSplitStatistics(beam.DoFn):
     """Merges a split's per-shard statistics in shard order (the same result on every runner,
-    whatever order the shards finished in) and writes them as stock StatisticsGen would."""
+    whatever order the shards finished in), one part read at a time, and writes them as stock
+    StatisticsGen would."""
 
     def __init__(self, temp_dir: str):
         self._temp_dir = temp_dir
@@ -281,7 +289,8 @@ class _WriteSplitStatistics(beam.DoFn):
         name, parts = element
         merged = statistics.SplitStatistics()
         for _, part in sorted(parts, key=lambda item: item[0]):
-            merged.merge(statistics.SplitStatistics.from_bytes(part))
+            with FileSystems.open(part) as handle:
+                merged.merge(statistics.SplitStatistics.from_bytes(handle.read()))
         path = posixpath.join(
             self._temp_dir, FEATURE_STATS_DIR, f"Split-{name}", statistics.FILE_NAME
         )

@@ -430,10 +430,8 @@ class SplitStatistics:
         }
 
     def to_bytes(self) -> bytes:
-        """The accumulator as bytes: JSON numbers and the sketches' own serialized forms. Beam
-        gets these, not the object: pickling megabytes inside its coder, between the writes of
-        one element, let the DirectRunner's periodic flush cut the element in two (a
-        MemoryError decoding it, now and then, under multi_threading)."""
+        """The accumulator as bytes (a shard's part file): JSON numbers and the sketches' own
+        serialized forms, so any worker's Python and tfx_bsl can merge it."""
         for stats in self.features.values():
             stats.compact()
         features = {name: stats.to_dict() for name, stats in self.features.items()}
