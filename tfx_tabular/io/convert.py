@@ -37,16 +37,20 @@ from tfx_tabular.io.staging import PUBLISHED_MARKER, Staging
 from tfx_tabular.io.workers import check_sdk_workers
 
 PROGRESS_DIR = "progress"
-STATISTICS_TAG = "statistics"
 # Rows read at a time with statistics (encoded `batch_size` rows at a time): a row group of the
 # common writers' size, so the statistics count whole row groups, each dictionary page once
 # (~60 MiB more per converting thread than reading `batch_size` rows).
 STATISTICS_READ_ROWS = 65_536
 FEATURE_STATS_DIR = "feature_stats"  # in the staging folder: Split-<name>/FeatureStats.pb
-# In the staging folder: <split>/shard-<index>, each shard's SplitStatistics bytes. Beam carries
-# only their paths: ~1.6 MiB per split and shard held by the runner until the merge made peak
-# memory grow with the number of shards (1.33x from 1M to 10M rows).
+# In the staging folder: <split>/shard-<index>, each shard's SplitStatistics bytes, merged by
+# `publish`. Files, not Beam outputs: the ~1.6 MiB per split and shard a runner held until a
+# merge stage made peak memory grow with the number of shards (1.33x from 1M to 10M rows), and
+# that stage's start-up and GIL-bound merges cost more than the merge itself.
 STATISTICS_PARTS_DIR = "statistics_parts"
+
+
+def statistics_part(temp_dir: str, split: str, shard_index: int) -> str:
+    return posixpath.join(temp_dir, STATISTICS_PARTS_DIR, split, f"shard-{shard_index:05d}")
 
 
 class _ShardProgress:
@@ -127,8 +131,7 @@ class _FileWriter:
 
 class ConvertShard(beam.DoFn):
     """Converts one shard (a list of row groups) into one temporary file per split; with
-    `with_statistics`, also writes each split's SplitStatistics into STATISTICS_PARTS_DIR and
-    outputs (split, (shard index, its path)) to STATISTICS_TAG."""
+    `with_statistics`, also writes each split's SplitStatistics into STATISTICS_PARTS_DIR."""
 
     def __init__(
         self,
@@ -207,20 +210,19 @@ class ConvertShard(beam.DoFn):
             raise
         for writer in writers:
             writer.close()
+        if split_statistics is not None:
+            for name, split in zip(names, split_statistics, strict=True):
+                with FileSystems.create(
+                    statistics_part(self._temp_dir, name, shard_index)
+                ) as handle:
+                    handle.write(split.to_bytes())
+        # Last: this file tells `publish` the shard is complete.
         stats = {"shard": shard_index, "rows": dict(zip(names, rows.tolist(), strict=True))}
         with FileSystems.create(
             posixpath.join(self._temp_dir, "stats", f"shard-{shard_index:05d}.json")
         ) as handle:
             handle.write(json.dumps(stats).encode())
         yield stats
-        if split_statistics is not None:
-            for name, split in zip(names, split_statistics, strict=True):
-                path = posixpath.join(
-                    self._temp_dir, STATISTICS_PARTS_DIR, name, f"shard-{shard_index:05d}"
-                )
-                with FileSystems.create(path) as handle:
-                    handle.write(split.to_bytes())
-                yield beam.pvalue.TaggedOutput(STATISTICS_TAG, (name, (shard_index, path)))
 
     def _write_shard(
         self,
@@ -277,31 +279,9 @@ class ConvertShard(beam.DoFn):
         return np.concatenate(all_ids) if all_ids else np.zeros(0, np.int64)
 
 
-class _WriteSplitStatistics(beam.DoFn):
-    """Merges a split's per-shard statistics in shard order (the same result on every runner,
-    whatever order the shards finished in), one part read at a time, and writes them as stock
-    StatisticsGen would."""
-
-    def __init__(self, temp_dir: str):
-        self._temp_dir = temp_dir
-
-    def process(self, element) -> Iterator[str]:
-        name, parts = element
-        merged = statistics.SplitStatistics()
-        for _, part in sorted(parts, key=lambda item: item[0]):
-            with FileSystems.open(part) as handle:
-                merged.merge(statistics.SplitStatistics.from_bytes(handle.read()))
-        path = posixpath.join(
-            self._temp_dir, FEATURE_STATS_DIR, f"Split-{name}", statistics.FILE_NAME
-        )
-        with FileSystems.create(path) as handle:
-            handle.write(statistics.statistics_list(merged).SerializeToString())
-        yield name
-
-
 class WriteExamples(beam.PTransform):
-    """Root transform: writes the dataset's shards into `temp_dir` (see `finalize`) and, with
-    `with_statistics`, each split's statistics into `temp_dir`/FEATURE_STATS_DIR."""
+    """Root transform: writes the dataset's shards into `temp_dir` (see `publish`) and, with
+    `with_statistics`, each shard's statistics per split (`statistics_part`)."""
 
     def __init__(
         self,
@@ -348,17 +328,7 @@ class WriteExamples(beam.PTransform):
             | "ShardIds" >> beam.Create(range(len(self.shards)))
             | "Distribute" >> beam.Reshuffle()
         )
-        if not self._with_statistics:
-            return shards | "ConvertShard" >> beam.ParDo(convert)
-        outputs = shards | "ConvertShard" >> beam.ParDo(convert).with_outputs(
-            STATISTICS_TAG, main="rows"
-        )
-        _ = (
-            outputs[STATISTICS_TAG]
-            | "GroupBySplit" >> beam.GroupByKey()
-            | "WriteStatistics" >> beam.ParDo(_WriteSplitStatistics(self._temp_dir))
-        )
-        return outputs.rows
+        return shards | "ConvertShard" >> beam.ParDo(convert)
 
 
 @dataclasses.dataclass
@@ -402,14 +372,25 @@ def _move_shards(staging: Staging, splits: Splits, num_shards: int, options: Out
     FileSystems.rename(sources, targets)
 
 
-def _move_statistics(staging: Staging, splits: Splits, statistics_dir: str) -> None:
-    sources = [
-        posixpath.join(staging.folder, FEATURE_STATS_DIR, f"Split-{name}", statistics.FILE_NAME)
-        for name in splits.names
-    ]
-    missing = [s for s in sources if not FileSystems.exists(s)]
-    if missing:
-        raise RuntimeError(f"statistics of {len(missing)} split(s) missing: {missing}")
+def _merge_statistics(staging: Staging, splits: Splits, num_shards: int) -> list[str]:
+    """Each split's statistics, merged from its shards' parts in shard order (the same result
+    whatever order the shards finished in, on any runner) one part at a time, written into the
+    staging folder as stock StatisticsGen writes them; returns their paths."""
+    paths = []
+    for name in splits.names:
+        merged = statistics.SplitStatistics()
+        for shard_index in range(num_shards):
+            with FileSystems.open(statistics_part(staging.folder, name, shard_index)) as handle:
+                merged.merge(statistics.SplitStatistics.from_bytes(handle.read()))
+        paths.append(
+            posixpath.join(staging.folder, FEATURE_STATS_DIR, f"Split-{name}", statistics.FILE_NAME)
+        )
+        with FileSystems.create(paths[-1]) as handle:
+            handle.write(statistics.statistics_list(merged).SerializeToString())
+    return paths
+
+
+def _move_statistics(sources: list[str], splits: Splits, statistics_dir: str) -> None:
     targets = [
         posixpath.join(statistics_dir, f"Split-{name}", statistics.FILE_NAME)
         for name in splits.names
@@ -428,8 +409,8 @@ def publish(
     options: OutputOptions,
     statistics_dir: Optional[str] = None,
 ) -> ConversionResult:
-    """Check every row was written, claim the output, then move the shards into `Split-<name>/`
-    (and the statistics into `statistics_dir`/`Split-<name>/`)."""
+    """Check every row was written (and merge the statistics), claim the output, then move the
+    shards into `Split-<name>/` (and the statistics into `statistics_dir`/`Split-<name>/`)."""
     rows = _rows_per_split(staging.folder, splits, num_shards)
     expected = (
         dataset.num_rows
@@ -441,10 +422,13 @@ def publish(
             f"wrote {sum(rows.values())} rows but the footers count {expected}; "
             "output not published"
         )
+    merged_statistics = (
+        _merge_statistics(staging, splits, num_shards) if statistics_dir is not None else None
+    )
     staging.claim(rows)
     _move_shards(staging, splits, num_shards, options)
-    if statistics_dir is not None:
-        _move_statistics(staging, splits, statistics_dir)
+    if merged_statistics is not None:
+        _move_statistics(merged_statistics, splits, statistics_dir)
     metadata_path = posixpath.join(staging.output_dir, parquet.SOURCE_METADATA_FILE)
     with FileSystems.create(metadata_path) as handle:
         handle.write(dataset.source_metadata().to_arrow_schema().serialize().to_pybytes())
