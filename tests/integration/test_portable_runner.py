@@ -128,17 +128,43 @@ def two_worker_pipeline(pool) -> beam.Pipeline:
     return beam.Pipeline(runner=runner, options=PipelineOptions(["--direct_num_workers=2"]))
 
 
-def test_conversion_with_two_workers_of_the_pool(gcs, pool, data, local_conversion, tmp_path):
+def test_conversion_with_two_workers_of_the_pool(
+    gcs, pool, data, demo_dataset, local_conversion, tmp_path
+):
     before = len(_workers_started(pool))
     dataset, splits = plan.plan_conversion(data)
     options = plan.OutputOptions(num_shards=4)
     out = f"gs://{BUCKET}/portable-two"
-    result = conversion.run_conversion(dataset, splits, out, options, two_worker_pipeline(pool))
+    result = conversion.run_conversion(
+        dataset,
+        splits,
+        out,
+        options,
+        two_worker_pipeline(pool),
+        statistics_dir=f"gs://{BUCKET}/portable-two-statistics",
+    )
     assert sum(result.rows.values()) == 3000
     assert len(_workers_started(pool)) == before + 2, pool.log.read_text()[-3000:]
     for name in ("train", "eval"):
         records = _download_split(gcs, "portable-two", name, tmp_path)
         assert sorted(records) == sorted(read_split(local_conversion, name))
+    # The workers' statistics parts (on GCS), merged by the driver: the same bytes as one
+    # local process computes for the same shards.
+    local_dataset, local_splits = plan.plan_conversion(demo_dataset)
+    local = tmp_path / "local-statistics"
+    conversion.convert(
+        local_dataset,
+        str(tmp_path / "local"),
+        local_splits,
+        options,
+        IN_MEMORY_BEAM,
+        statistics_dir=str(local),
+    )
+    for name in ("train", "eval"):
+        blob = gcs.blob(f"portable-two-statistics/Split-{name}/FeatureStats.pb")
+        assert (
+            blob.download_as_bytes() == (local / f"Split-{name}" / "FeatureStats.pb").read_bytes()
+        )
 
 
 def test_a_pool_without_apache_beam_fails_fast_naming_the_cause(broken_pool, data):
