@@ -447,3 +447,13 @@ def test_strings_stored_every_way_write_their_values(tmp_path):
 
 def test_freed_batch_buffers_are_kept_for_the_next_batch():
     assert conversion.encoding.reuse_freed_memory()  # glibc here: its mallopt took both settings
+
+
+@pytest.mark.parametrize("count", [0, 1, 3, 20])
+def test_statistics_parts_are_read_in_shard_order(tmp_path, count):
+    paths = []
+    for i in range(count):
+        paths.append(str(tmp_path / f"part-{i}"))
+        (tmp_path / f"part-{i}").write_bytes(b"x" * (count - i) + str(i).encode())
+    read = list(conversion._read_ahead(paths, depth=3))
+    assert read == [b"x" * (count - i) + str(i).encode() for i in range(count)]

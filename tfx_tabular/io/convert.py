@@ -12,6 +12,8 @@ retried shard rewrites its own files whole.
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import contextlib
 import dataclasses
 import json
@@ -372,16 +374,38 @@ def _move_shards(staging: Staging, splits: Splits, num_shards: int, options: Out
     FileSystems.rename(sources, targets)
 
 
+# Statistics parts read ahead of the merge: an object store's latency per read (tens of ms) would
+# otherwise add up over thousands of shards; memory stays bounded by this many parts.
+PARTS_READ_AHEAD = 8
+
+
+def _read_ahead(paths: Sequence[str], depth: int = PARTS_READ_AHEAD) -> Iterator[bytes]:
+    """The files' contents in order, up to `depth` of them read concurrently ahead."""
+
+    def read(path: str) -> bytes:
+        with FileSystems.open(path) as handle:
+            return handle.read()
+
+    with concurrent.futures.ThreadPoolExecutor(depth) as pool:
+        pending = collections.deque()
+        for path in paths:
+            pending.append(pool.submit(read, path))
+            if len(pending) == depth:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
 def _merge_statistics(staging: Staging, splits: Splits, num_shards: int) -> list[str]:
     """Each split's statistics, merged from its shards' parts in shard order (the same result
-    whatever order the shards finished in, on any runner) one part at a time, written into the
-    staging folder as stock StatisticsGen writes them; returns their paths."""
+    whatever order the shards finished in, on any runner), written into the staging folder as
+    stock StatisticsGen writes them; returns their paths."""
     paths = []
     for name in splits.names:
         merged = statistics.SplitStatistics()
-        for shard_index in range(num_shards):
-            with FileSystems.open(statistics_part(staging.folder, name, shard_index)) as handle:
-                merged.merge(statistics.SplitStatistics.from_bytes(handle.read()))
+        parts = [statistics_part(staging.folder, name, i) for i in range(num_shards)]
+        for part in _read_ahead(parts):
+            merged.merge(statistics.SplitStatistics.from_bytes(part))
         paths.append(
             posixpath.join(staging.folder, FEATURE_STATS_DIR, f"Split-{name}", statistics.FILE_NAME)
         )
