@@ -4,6 +4,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 
@@ -56,6 +57,24 @@ def convert_to_examples(data: str, out: str, num_shards: int = 2):
     dataset, splits = plan.plan_conversion(data)
     options = plan.OutputOptions(num_shards=num_shards)
     return convert.convert(dataset, out, splits, options, IN_MEMORY_BEAM)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_tempdir(tmp_path_factory):
+    """The suite's temporary files (its subprocesses' too) under pytest's base folder, which
+    pytest removes three sessions later. TFX's Beam executors, given `beam_pipeline_args`, package
+    TFX itself (a 49 MB sdist) into a fresh temporary folder at every run and never remove it:
+    gigabytes in /tmp per run of the suite otherwise."""
+    folder = tmp_path_factory.mktemp("tmp")
+    previous = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(folder)
+    tempfile.tempdir = None  # re-read TMPDIR
+    yield folder
+    if previous is None:
+        del os.environ["TMPDIR"]
+    else:
+        os.environ["TMPDIR"] = previous
+    tempfile.tempdir = None
 
 
 @pytest.fixture(scope="session")

@@ -110,3 +110,14 @@ def test_no_tests_ship_in_the_package():
         if p.name.startswith("test_") or p.name.endswith("_test.py") or p.name == "conftest.py"
     ]
     assert not shipped
+
+
+def test_the_suite_keeps_temporary_files_under_pytests_folder(tmp_path_factory):
+    """TFX's Beam executors leave a 49 MB package in the temporary folder at every run (see the
+    `session_tempdir` fixture): the suite's processes, and their children, write it there."""
+    base = tmp_path_factory.getbasetemp()
+    probe = "import tempfile; print(tempfile.mkdtemp())"
+    child = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
+    assert pathlib.Path(child.stdout.strip()).is_relative_to(base)
