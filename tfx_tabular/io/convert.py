@@ -347,39 +347,13 @@ class ConversionResult:
         return sum(self.rows.values()) / self.seconds if self.seconds else 0.0
 
 
-def _rows_per_split(temp_dir: str, splits: Splits, num_shards: int) -> dict[str, int]:
-    stats_files = FileSystems.match([posixpath.join(temp_dir, "stats", "*.json")])[0].metadata_list
-    if len(stats_files) != num_shards:
-        raise RuntimeError(
-            f"{len(stats_files)} of {num_shards} shards finished; output not published"
-        )
-    rows = dict.fromkeys(splits.names, 0)
-    for meta in stats_files:
-        with FileSystems.open(meta.path) as handle:
-            for name, count in json.loads(handle.read())["rows"].items():
-                rows[name] += count
-    return rows
+# Files per shard that `publish` reads (row counts, statistics parts), read this many ahead: an
+# object store's latency per read (tens of ms) would otherwise add up over thousands of shards;
+# memory stays bounded by this many files.
+READ_AHEAD = 8
 
 
-def _move_shards(staging: Staging, splits: Splits, num_shards: int, options: OutputOptions):
-    sources, targets = [], []
-    for name in splits.names:
-        for i in range(num_shards):
-            shard = shard_name(i, num_shards, options)
-            sources.append(posixpath.join(staging.folder, name, shard))
-            targets.append(posixpath.join(staging.output_dir, f"Split-{name}", shard))
-    for target_dir in {posixpath.dirname(t) for t in targets}:
-        if not FileSystems.exists(target_dir):
-            FileSystems.mkdirs(target_dir)
-    FileSystems.rename(sources, targets)
-
-
-# Statistics parts read ahead of the merge: an object store's latency per read (tens of ms) would
-# otherwise add up over thousands of shards; memory stays bounded by this many parts.
-PARTS_READ_AHEAD = 8
-
-
-def _read_ahead(paths: Sequence[str], depth: int = PARTS_READ_AHEAD) -> Iterator[bytes]:
+def _read_ahead(paths: Sequence[str], depth: int = READ_AHEAD) -> Iterator[bytes]:
     """The files' contents in order, up to `depth` of them read concurrently ahead."""
 
     def read(path: str) -> bytes:
@@ -394,6 +368,32 @@ def _read_ahead(paths: Sequence[str], depth: int = PARTS_READ_AHEAD) -> Iterator
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
+
+
+def _rows_per_split(temp_dir: str, splits: Splits, num_shards: int) -> dict[str, int]:
+    stats_files = FileSystems.match([posixpath.join(temp_dir, "stats", "*.json")])[0].metadata_list
+    if len(stats_files) != num_shards:
+        raise RuntimeError(
+            f"{len(stats_files)} of {num_shards} shards finished; output not published"
+        )
+    rows = dict.fromkeys(splits.names, 0)
+    for data in _read_ahead([meta.path for meta in stats_files]):
+        for name, count in json.loads(data)["rows"].items():
+            rows[name] += count
+    return rows
+
+
+def _move_shards(staging: Staging, splits: Splits, num_shards: int, options: OutputOptions):
+    sources, targets = [], []
+    for name in splits.names:
+        for i in range(num_shards):
+            shard = shard_name(i, num_shards, options)
+            sources.append(posixpath.join(staging.folder, name, shard))
+            targets.append(posixpath.join(staging.output_dir, f"Split-{name}", shard))
+    for target_dir in {posixpath.dirname(t) for t in targets}:
+        if not FileSystems.exists(target_dir):
+            FileSystems.mkdirs(target_dir)
+    FileSystems.rename(sources, targets)
 
 
 def _merge_statistics(staging: Staging, splits: Splits, num_shards: int) -> list[str]:
