@@ -13,16 +13,21 @@ sketch is used:
 * tfx_bsl's QuantilesSketch (the one TFDV's BasicStatsGenerator uses, eps 0.01): median,
   quantiles and standard histograms and the num_values histogram. Ranks within 1% of the count
   (integers and value counts go in as distinct values with their counts as weights);
-* tfx_bsl's MisraGriesSketch (1,000 counters, as TFDV's sketch-based top-k), fed each batch's
-  distinct values Misra-Gries-reduced to at most 1,000 (`_misra_gries_reduced`): top_values and
-  rank_histogram. Exact when a split's feature holds at most 1,000 distinct values; otherwise
-  each count errs by at most N / 1,000 (N the feature's values in the split) and any value
-  more frequent than that is listed;
-* tfx_bsl's KmvSketch (1,024 minimum hashes): string `unique`. Exact up to 1,024 distinct
-  values; beyond, a relative standard error of about 1/sqrt(1,024) ≈ 3%.
+* Misra-Gries (`sketches.TopK`, 1,000 counters, as TFDV's sketch-based top-k), fed each
+  batch's distinct strings with their counts: top_values and rank_histogram. Exact when a
+  split's feature holds at most 1,000 distinct values; otherwise each count errs by at most
+  N / 1,001 (N the feature's values in the split) and any value more frequent is listed;
+* K-minimum values (`sketches.DistinctCount`, 1,024 hashes, estimated as tfx_bsl's KmvSketch):
+  string `unique`. Exact below 1,024 distinct values; beyond, a relative standard error of
+  about 1/sqrt(1,024) ≈ 3%.
 
-Histograms, top-k and proto layout come from TFDV's own helpers (`quantiles_util`,
-`top_k_uniques_stats_util`), with StatsOptions' defaults, so the output has stock
+The string sketches are our own (`sketches`): a batch's distinct strings are hashed once,
+without the GIL, and both sketches merge sorted hash arrays, where tfx_bsl's MisraGriesSketch
+and KmvSketch each took new Arrow arrays of the strings and hashed them again.
+
+Histograms are TFDV's `quantiles_util` helpers (median and rebinning as TFDV's own code, the
+histograms through `histograms`, their numba port with identical output), top-k laid out as
+TFDV's `top_k_uniques_stats_util`, with StatsOptions' defaults, so the output has stock
 StatisticsGen's shape. Feature types follow `mapping.Kind`: a feature with no value in a split
 keeps its type (stock TFDV would call it STRING).
 """
@@ -41,11 +46,14 @@ import numba
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from tensorflow_metadata.proto.v0 import statistics_pb2
 from tfx_bsl.arrow import array_util
-from tfx_bsl.sketches import KmvSketch, MisraGriesSketch, QuantilesSketch
+from tfx_bsl.sketches import QuantilesSketch
 
+from tfx_tabular.io import histograms
 from tfx_tabular.io.encoding import FeatureValues
 from tfx_tabular.io.mapping import Feature, Kind
+from tfx_tabular.io.sketches import DistinctCount, TopK, string_table
 
 # tensorflow_data_validation.StatsOptions' defaults, as stock StatisticsGen runs it.
 NUM_TOP_VALUES = 20
@@ -83,6 +91,19 @@ def _split_counts(keys, groups, low, num_keys, num_splits):
 
 
 @numba.njit(cache=True, nogil=True)
+def _row_groups(valid, split_ids, num_splits):
+    """Each row's group (its split, or `num_splits` where the feature is null) and the rows
+    per group."""
+    groups = np.empty(len(valid), np.int64)
+    rows = np.zeros(num_splits + 1, np.int64)
+    for i in range(len(valid)):
+        group = split_ids[i] if valid[i] else num_splits
+        groups[i] = group
+        rows[group] += 1
+    return groups, rows
+
+
+@numba.njit(cache=True, nogil=True)
 def _present_range(values, groups, num_splits):
     """(min, max) of the values in a split; (1, 0) if none is."""
     low, high, seen = 1, 0, False
@@ -99,18 +120,73 @@ def _present_range(values, groups, num_splits):
     return low, high
 
 
-def _misra_gries_reduced(weights: np.ndarray, capacity: int) -> tuple[np.ndarray, np.ndarray]:
-    """Misra-Gries' reduction of a batch's distinct values (indices, reduced weights): with more
-    than `capacity` of them, the (capacity + 1)-th largest weight is taken from every value and
-    values left without weight are dropped, as the sketch itself would. Each reduction removes
-    at least (capacity + 1) times what it takes from any value, so over a stream the counts
-    still err by at most N / (capacity + 1), while the sketch sees at most `capacity` values
-    per batch instead of thousands."""
-    if len(weights) <= capacity:
-        return np.arange(len(weights)), weights
-    cut = np.partition(weights, len(weights) - capacity - 1)[len(weights) - capacity - 1]
-    kept = np.flatnonzero(weights > cut)
-    return kept, weights[kept] - cut
+@numba.njit(cache=True, nogil=True)
+def _integer_summary(values, weights):
+    """Of distinct integers with counts, those counted at least once: (count, zeros, min, max,
+    mean, sum of squared deviations, the values, their counts as float64 sketch weights). One
+    compiled pass: numpy's mixed int/float dot wakes BLAS threads that spin on the other core."""
+    seen = np.flatnonzero(weights)
+    kept, counts = values[seen], weights[seen]
+    count = zeros = 0
+    total = 0.0
+    for i in range(len(kept)):
+        count += counts[i]
+        total += float(kept[i]) * counts[i]
+        if kept[i] == 0:
+            zeros += counts[i]
+    mean = total / count if count else 0.0
+    m2 = 0.0
+    for i in range(len(kept)):
+        m2 += (float(kept[i]) - mean) ** 2 * counts[i]
+    low, high = (kept.min(), kept.max()) if count else (0, 0)
+    return count, zeros, low, high, mean, m2, kept, counts.astype(np.float64)
+
+
+@numba.njit(cache=True, nogil=True)
+def _float_summary(values):
+    """Of float values: (count and NaN, +inf and zero counts, min, max, finite min and max,
+    mean, sum of squared deviations), NaN left out of all but its count, ±inf in the moments
+    as numpy would keep them."""
+    count = nan = pos_inf = zeros = 0
+    low = finite_low = np.inf
+    high = finite_high = -np.inf
+    total = 0.0
+    for value in values:
+        x = float(value)
+        if np.isnan(x):
+            nan += 1
+            continue
+        count += 1
+        total += x
+        zeros += x == 0
+        low, high = min(low, x), max(high, x)
+        if np.isfinite(x):
+            finite_low, finite_high = min(finite_low, x), max(finite_high, x)
+        elif x > 0:
+            pos_inf += 1
+    mean = total / count if count else 0.0
+    m2 = 0.0
+    for value in values:
+        if not np.isnan(value):
+            m2 += (float(value) - mean) ** 2
+    return count, nan, pos_inf, zeros, low, high, finite_low, finite_high, mean, m2
+
+
+class _computed_once:
+    """`functools.cached_property` without its lock: Python 3.10's takes one lock per property
+    for every instance, so each converting thread waited while the other computed its batch's
+    tables (strings took ~1.25x as long in two threads). A batch is read by one thread only."""
+
+    def __init__(self, compute):
+        self.compute = compute
+        self.name = compute.__name__
+        self.__doc__ = compute.__doc__
+
+    def __get__(self, batch, owner=None):
+        if batch is None:
+            return self
+        value = batch.__dict__[self.name] = self.compute(batch)  # read from there from now on
+        return value
 
 
 class _BatchValues:
@@ -118,35 +194,38 @@ class _BatchValues:
     group is its split, or `num_splits` where the feature is null; value counts, strings and
     integers are counted per (value, split) by `_split_counts`."""
 
-    def __init__(self, fv: FeatureValues, scalar: bool, split_ids: np.ndarray, num_splits: int):
+    def __init__(self, fv: FeatureValues, scalar: bool, split_ids: np.ndarray, split_rows):
         self.fv = fv
         self.scalar = scalar
-        self.num_splits = num_splits
-        self.row_groups = np.where(fv.valid, split_ids, num_splits)
-        self.rows = np.bincount(self.row_groups, minlength=num_splits + 1)
+        self.num_splits = num_splits = len(split_rows)
+        if fv.valid.all():  # the batch's own split counts hold
+            self.row_groups = split_ids
+            self.rows = np.append(split_rows, 0)
+        else:
+            self.row_groups, self.rows = _row_groups(fv.valid, split_ids, num_splits)
 
     def _counts(self, keys: np.ndarray, groups: np.ndarray, low: int, num_keys: int):
         return _split_counts(keys, groups, low, num_keys, self.num_splits)
 
-    @functools.cached_property
+    @_computed_once
     def values(self) -> np.ndarray:
         return self.fv.values[: self.fv.row_splits[-1]]
 
-    @functools.cached_property
+    @_computed_once
     def value_groups(self) -> np.ndarray:
         """Each value's group (scalars: value r is row r's, a null row's slot in no split)."""
         if self.scalar:
             return self.row_groups
         return np.repeat(self.row_groups, np.diff(self.fv.row_splits))
 
-    @functools.cached_property
+    @_computed_once
     def value_count_table(self) -> np.ndarray:
         """rows[number of values, split] of a list feature."""
         counts = np.diff(self.fv.row_splits)
         longest = int(counts.max()) if len(counts) else 0
         return self._counts(counts, self.row_groups, 0, longest + 1)
 
-    @functools.cached_property
+    @_computed_once
     def strings(self) -> pa.Array:
         """The values as an Arrow array (null slots: some dictionary value)."""
         fv = self.fv
@@ -155,38 +234,24 @@ class _BatchValues:
         codes = np.clip(fv.codes[: fv.row_splits[-1]], 0, len(fv.values) - 2)
         return _binary_array(fv.values, fv.data).take(pa.array(codes))
 
-    @functools.cached_property
-    def string_table(self) -> tuple[pa.Array, np.ndarray, bool, np.ndarray]:
-        """The distinct strings, their lengths, whether any is invalid UTF-8, and
-        counts[string, split]."""
-        if self.fv.codes is None:
+    @_computed_once
+    def string_table(self) -> _StringTable:
+        """The batch's distinct strings: Parquet's dictionary pages counted by code, other
+        strings dictionary-encoded first (by Arrow, without the GIL)."""
+        fv = self.fv
+        if fv.codes is None:
             encoded = pc.dictionary_encode(self.strings)
             dictionary = encoded.dictionary
-            counts = self._counts(encoded.indices.to_numpy(), self.value_groups, 0, len(dictionary))
+            offsets = np.frombuffer(dictionary.buffers()[1], np.int64)[: len(dictionary) + 1]
+            data = np.frombuffer(dictionary.buffers()[2] or b"", np.uint8)
+            codes = encoded.indices.to_numpy()
         else:
-            dictionary, counts = self._dictionary_table()
-        return (
-            dictionary,
-            pc.binary_length(dictionary).to_numpy().astype(np.int64),
-            array_util.CountInvalidUTF8(dictionary) > 0,
-            counts,
-        )
+            dictionary = _binary_array(fv.values, fv.data)
+            offsets, data, codes = fv.values, fv.data, fv.codes[: fv.row_splits[-1]]
+        counts = self._counts(codes, self.value_groups, 0, len(dictionary))
+        return _StringTable(dictionary, offsets, *string_table(offsets, data, counts))
 
-    def _dictionary_table(self) -> tuple[pa.Array, np.ndarray]:
-        """Dictionary pages' values counted by code, then merged by string (a writer may
-        repeat a value in its dictionary). Only the dictionary is hashed, not every value."""
-        fv = self.fv
-        pages = _binary_array(fv.values, fv.data)
-        counts = self._counts(fv.codes[: fv.row_splits[-1]], self.value_groups, 0, len(pages))
-        encoded = pc.dictionary_encode(pages)
-        if len(encoded.dictionary) == len(pages):
-            return pages, counts
-        merged = encoded.indices.to_numpy()
-        size = len(encoded.dictionary)
-        by_string = [np.bincount(merged, weights=c, minlength=size) for c in counts.T]
-        return encoded.dictionary, np.stack(by_string, axis=1).astype(np.int64)
-
-    @functools.cached_property
+    @_computed_once
     def int_table(self) -> tuple[np.ndarray, np.ndarray]:
         """The distinct integers and counts[integer, split]: counted over the values' range
         when it is narrow (counts, ids of a few thousand), else through a hash table."""
@@ -203,26 +268,35 @@ class _BatchValues:
         return encoded.dictionary.to_numpy(), counts
 
 
-# The sketch attributes of FeatureStatistics, and their classes.
-_SKETCHES = {
-    "num_values": QuantilesSketch,
-    "quantiles": QuantilesSketch,
-    "top": MisraGriesSketch,
-    "distinct": KmvSketch,
-}
+class _StringTable:
+    """A batch's distinct strings by hash (`sketches.string_table`): hashes ascending, each
+    one's first position in `dictionary`, counts[hash, split], and byte lengths."""
+
+    def __init__(self, dictionary: pa.Array, offsets: np.ndarray, hashes, first, counts):
+        self.dictionary = dictionary
+        self.hashes, self.first, self.counts = hashes, first, counts
+        self.lengths = (offsets[first + 1] - offsets[first]).astype(np.int64)
+        self.any_invalid = array_util.CountInvalidUTF8(dictionary) > 0
 
 
-def _sketch_bytes(sketch) -> bytes:
+def _quantiles_to_text(sketch: QuantilesSketch) -> str:
     # QuantilesSketch offers its state only through the pickling protocol's __getstate__.
-    return sketch.__getstate__() if isinstance(sketch, QuantilesSketch) else sketch.Serialize()
+    return base64.b64encode(sketch.__getstate__()).decode()
 
 
-def _sketch_from_bytes(kind, data: bytes):
-    if kind is QuantilesSketch:
-        sketch = QuantilesSketch.__new__(QuantilesSketch)
-        sketch.__setstate__(data)
-        return sketch
-    return kind.Deserialize(data)
+def _quantiles_from_text(text: str) -> QuantilesSketch:
+    sketch = QuantilesSketch.__new__(QuantilesSketch)
+    sketch.__setstate__(base64.b64decode(text))
+    return sketch
+
+
+# The sketch attributes of FeatureStatistics, and how each is written and read back.
+_SKETCHES = {
+    "num_values": (_quantiles_to_text, _quantiles_from_text),
+    "quantiles": (_quantiles_to_text, _quantiles_from_text),
+    "top": (TopK.to_dict, TopK.from_dict),
+    "distinct": (DistinctCount.to_dict, DistinctCount.from_dict),
+}
 
 
 class FeatureStatistics:
@@ -244,8 +318,8 @@ class FeatureStatistics:
         self.quantiles: Optional[QuantilesSketch] = None
         # strings
         self.total_bytes = self.invalid_utf8 = 0
-        self.top: Optional[MisraGriesSketch] = None
-        self.distinct: Optional[KmvSketch] = None
+        self.top: Optional[TopK] = None
+        self.distinct: Optional[DistinctCount] = None
 
     def add(self, batch: _BatchValues, split: int) -> None:
         """Add the rows of `batch` in group `split`."""
@@ -289,45 +363,34 @@ class FeatureStatistics:
     def _add_integers(self, values: np.ndarray, weights: np.ndarray) -> None:
         """Integers as distinct values and their counts: exact sums from the counts, and the
         sketch sees each distinct value once."""
-        seen = np.flatnonzero(weights)
-        if not len(seen):
+        count, zeros, low, high, mean, m2, values, weights = _integer_summary(values, weights)
+        if not count:
             return
-        values, weights = values[seen], weights[seen]
-        low, high = values.min().item(), values.max().item()
         self.min, self.max = min(self.min, low), max(self.max, high)
         self.finite_min, self.finite_max = min(self.finite_min, low), max(self.finite_max, high)
-        self.num_zeros += int(weights[values == 0].sum())
-        as_double = values.astype(np.float64)
-        count = int(weights.sum())
-        mean = float(np.dot(as_double, weights)) / count
-        self._merge_moments(count, mean, float(np.dot(np.square(as_double - mean), weights)))
+        self.num_zeros += zeros
+        self._merge_moments(count, mean, m2)
         if self.quantiles is None:
             self.quantiles = _quantiles_sketch()
-        self.quantiles.AddValues(pa.array(values), pa.array(weights.astype(np.float64)))
+        self.quantiles.AddValues(pa.array(values), pa.array(weights))
 
     def _add_floats(self, values: np.ndarray) -> None:
-        nan = np.isnan(values)
-        if nan.any():
-            self.num_nan += int(nan.sum())
-            values = values[~nan]
-        if not len(values):
+        count, nan, pos_inf, zeros, low, high, finite_low, finite_high, mean, m2 = _float_summary(
+            values
+        )
+        self.num_nan += nan
+        if not count:
             return
-        low, high = values.min().item(), values.max().item()
         self.min, self.max = min(self.min, low), max(self.max, high)
-        finite = values
-        if math.isinf(low) or math.isinf(high):
-            finite = values[np.isfinite(values)]
-            self.pos_inf += int(np.isposinf(values).sum())
-        if len(finite):
-            self.finite_min = min(self.finite_min, finite.min().item())
-            self.finite_max = max(self.finite_max, finite.max().item())
-        self.num_zeros += len(values) - int(np.count_nonzero(values))
-        as_double = values.astype(np.float64)
-        mean = float(as_double.mean())
-        self._merge_moments(len(values), mean, float(np.square(as_double - mean).sum()))
+        self.finite_min = min(self.finite_min, finite_low)
+        self.finite_max = max(self.finite_max, finite_high)
+        self.pos_inf += pos_inf
+        self.num_zeros += zeros
+        self._merge_moments(count, mean, m2)
         if self.quantiles is None:
             self.quantiles = _quantiles_sketch()
-        self.quantiles.AddValues(pa.array(values))  # mostly distinct: counting costs more
+        # mostly distinct: counting them would cost more than the sketch
+        self.quantiles.AddValues(pa.array(values[~np.isnan(values)] if nan else values))
 
     def _merge_moments(self, count: int, mean: float, m2: float) -> None:
         """Chan et al.'s pairwise update of count, mean and squared deviations."""
@@ -340,35 +403,25 @@ class FeatureStatistics:
         self.count = total
 
     def _add_strings(self, batch: _BatchValues, split: int) -> None:
-        dictionary, lengths, any_invalid, counts = batch.string_table
-        weights = counts[:, split]
-        self.total_bytes += int(np.dot(lengths, weights))
-        if any_invalid:
+        table = batch.string_table
+        weights = table.counts[:, split]
+        self.total_bytes += int(np.dot(table.lengths, weights))
+        if table.any_invalid:
             rows = pa.array(batch.value_groups == split)
             self.invalid_utf8 += int(array_util.CountInvalidUTF8(batch.strings.filter(rows)))
         if self.top is None:
-            self.top = MisraGriesSketch(
-                num_buckets=NUM_RANK_HISTOGRAM_BUCKETS,
-                invalid_utf8_placeholder=NON_UTF8_PLACEHOLDER,
-                large_string_threshold=LARGE_STRING_THRESHOLD,
-                large_string_placeholder=LARGE_BYTES_PLACEHOLDER,
-            )
-            self.distinct = KmvSketch(NUM_KMV_BUCKETS)
+            self.top = TopK(NUM_RANK_HISTOGRAM_BUCKETS)
+            self.distinct = DistinctCount(NUM_KMV_BUCKETS)
         seen = np.flatnonzero(weights)
-        self.distinct.AddValues(dictionary.take(pa.array(seen)))
-        # tfx_bsl applies its large-string placeholder to unweighted values only: long values
-        # go in unweighted, the others weighted (each distinct value once) and reduced.
-        large = lengths[seen] > LARGE_STRING_THRESHOLD
+        self.distinct.add(table.hashes[seen])
+        # As TFDV, top-k counts strings over LARGE_STRING_THRESHOLD bytes as one placeholder.
+        large = table.lengths[seen] > LARGE_STRING_THRESHOLD
         if large.any():
-            long_values = seen[large]
-            self.top.AddValues(
-                dictionary.take(pa.array(np.repeat(long_values, weights[long_values])))
-            )
+            placeholder, strings = _large_bytes_placeholder()
+            count = np.array([weights[seen[large]].sum()], np.int64)
+            self.top.add(placeholder, count, strings, np.zeros(1, np.int64))
             seen = seen[~large]
-        kept, reduced = _misra_gries_reduced(weights[seen], NUM_RANK_HISTOGRAM_BUCKETS)
-        self.top.AddValues(
-            dictionary.take(pa.array(seen[kept])), pa.array(reduced.astype(np.float32))
-        )
+        self.top.add(table.hashes[seen], weights[seen], table.dictionary, table.first[seen])
 
     def compact(self) -> None:
         """Fold the quantile sketches' buffers into their summaries, as TFDV's combiner does
@@ -382,8 +435,8 @@ class FeatureStatistics:
         out = {k: v for k, v in vars(self).items() if k not in _SKETCHES}
         out["kind"] = int(self.kind)
         out["sketches"] = {
-            name: base64.b64encode(_sketch_bytes(getattr(self, name))).decode()
-            for name in _SKETCHES
+            name: to_text(getattr(self, name))
+            for name, (to_text, _) in _SKETCHES.items()
             if getattr(self, name) is not None
         }
         return out
@@ -395,7 +448,7 @@ class FeatureStatistics:
             if name not in ("kind", "sketches"):
                 setattr(stats, name, value)
         for name, encoded in data["sketches"].items():
-            setattr(stats, name, _sketch_from_bytes(_SKETCHES[name], base64.b64decode(encoded)))
+            setattr(stats, name, _SKETCHES[name][1](encoded))
         return stats
 
     def merge(self, other: FeatureStatistics) -> None:
@@ -412,12 +465,14 @@ class FeatureStatistics:
         self.finite_max = max(self.finite_max, other.finite_max)
         self.total_bytes += other.total_bytes
         self.invalid_utf8 += other.invalid_utf8
-        for name in ("num_values", "quantiles", "top", "distinct"):
+        for name in _SKETCHES:
             mine, theirs = getattr(self, name), getattr(other, name)
             if mine is None:
                 setattr(self, name, theirs)
-            elif theirs is not None:
+            elif theirs is not None and isinstance(mine, QuantilesSketch):
                 mine.Merge(theirs)
+            elif theirs is not None:
+                mine.merge(theirs)
 
 
 class SplitStatistics:
@@ -464,14 +519,24 @@ def add_batch(
 ) -> None:
     """Add a batch's encoded features (`encoding.feature_columns`), row r to
     `splits[split_ids[r]]`. `values` may be a generator: one feature at a time is held."""
-    rows = np.bincount(split_ids, minlength=len(splits)).tolist()
+    split_rows = np.bincount(split_ids, minlength=len(splits))
+    rows = split_rows.tolist()
     for split, count in zip(splits, rows, strict=True):
         split.num_examples += count
     for feature, fv in values:
-        batch = _BatchValues(fv, feature.list_depth == 0, split_ids, len(splits))
+        batch = _BatchValues(fv, feature.list_depth == 0, split_ids, split_rows)
         for index, split in enumerate(splits):
             if rows[index]:
                 split.features[feature.name].add(batch, index)
+
+
+@functools.cache
+def _large_bytes_placeholder() -> tuple[np.ndarray, pa.Array]:
+    """The hash and string array TopK counts strings over LARGE_STRING_THRESHOLD bytes as."""
+    value = np.frombuffer(LARGE_BYTES_PLACEHOLDER.encode(), np.uint8)
+    offsets = np.array([0, len(value)], np.int64)
+    hashes, _, _ = string_table(offsets, value, np.zeros((1, 1), np.int64))
+    return hashes, _binary_array(offsets, value)
 
 
 def _binary_array(offsets: np.ndarray, data: np.ndarray) -> pa.Array:
@@ -503,7 +568,6 @@ def _quantiles_util():
 
 
 def _common_proto(stats: FeatureStatistics, num_examples: int, out) -> None:
-    quantiles_util = _quantiles_util()
     out.num_non_missing = stats.num_non_missing
     out.num_missing = num_examples - stats.num_non_missing
     out.tot_num_values = stats.tot_num_values
@@ -512,7 +576,7 @@ def _common_proto(stats: FeatureStatistics, num_examples: int, out) -> None:
         out.max_num_values = stats.max_num_values
         out.avg_num_values = stats.tot_num_values / stats.num_non_missing
         out.num_values_histogram.CopyFrom(
-            quantiles_util.generate_quantiles_histogram(
+            histograms.quantiles_histogram(
                 *_quantiles_and_counts(stats.value_counts(), NUM_VALUES_HISTOGRAM_BUCKETS)
             )
         )
@@ -520,8 +584,6 @@ def _common_proto(stats: FeatureStatistics, num_examples: int, out) -> None:
 
 def _numeric_proto(stats: FeatureStatistics, out) -> None:
     """As TFDV's BasicStatsGenerator fills NumericStatistics (unweighted)."""
-    from tensorflow_metadata.proto.v0 import statistics_pb2
-
     quantiles_util = _quantiles_util()
 
     if not stats.count:
@@ -537,7 +599,7 @@ def _numeric_proto(stats: FeatureStatistics, out) -> None:
         stats.quantiles, _STD_HISTOGRAM_QUANTILES_FACTOR * NUM_QUANTILES_HISTOGRAM_BUCKETS
     )
     out.median = float(quantiles_util.find_median(quantiles))
-    standard = quantiles_util.generate_equi_width_histogram(
+    standard = histograms.equi_width_histogram(
         quantiles=quantiles,
         cumulative_counts=counts,
         finite_min=stats.finite_min,
@@ -545,12 +607,35 @@ def _numeric_proto(stats: FeatureStatistics, out) -> None:
         num_buckets=NUM_HISTOGRAM_BUCKETS,
         num_pos_inf=stats.pos_inf,
     )
-    by_quantile = quantiles_util.generate_quantiles_histogram(
+    by_quantile = histograms.quantiles_histogram(
         *quantiles_util.rebin_quantiles(quantiles, counts, _STD_HISTOGRAM_QUANTILES_FACTOR)
     )
     for histogram in (standard, by_quantile):
         histogram.num_nan = stats.num_nan
         out.histograms.add().CopyFrom(histogram)
+
+
+def _ranked(top: TopK) -> tuple[list[int], list[str]]:
+    """The counted values at least FREQUENCY_THRESHOLD times, by count then value, both
+    descending, at most NUM_RANK_HISTOGRAM_BUCKETS, with their labels (TFDV's placeholder for
+    invalid UTF-8)."""
+    table = pa.table({"count": top.counts, "value": top.values})
+    table = table.filter(pc.greater_equal(table["count"], FREQUENCY_THRESHOLD))
+    order = pc.sort_indices(table, [("count", "descending"), ("value", "descending")])
+    table = table.take(order[:NUM_RANK_HISTOGRAM_BUCKETS])
+    values = table["value"].combine_chunks()
+    if array_util.CountInvalidUTF8(values) == 0:
+        labels = values.cast(pa.large_string()).to_pylist()
+    else:
+        labels = [_label(value) for value in values.to_pylist()]
+    return table["count"].to_pylist(), labels
+
+
+def _label(value: bytes) -> str:
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:  # as TFDV labels them
+        return NON_UTF8_PLACEHOLDER
 
 
 def _string_proto(stats: FeatureStatistics, out) -> None:
@@ -562,33 +647,22 @@ def _string_proto(stats: FeatureStatistics, out) -> None:
     out.invalid_utf8_count = stats.invalid_utf8
     if stats.top is None:
         return
-    estimate = stats.top.Estimate()
-    pairs = sorted(
-        zip(
-            estimate.field("counts").to_pylist(),
-            estimate.field("values").to_pylist(),
-            strict=True,
-        ),
-        reverse=True,
-    )
-    frequent = [pair for pair in pairs if pair[0] >= FREQUENCY_THRESHOLD]
-    for rank, (count, value) in enumerate(frequent[:NUM_RANK_HISTOGRAM_BUCKETS]):
-        try:
-            label = value.decode("utf-8")
-        except UnicodeDecodeError:  # weighted values reach the sketch without its placeholder
-            label = NON_UTF8_PLACEHOLDER
-        if rank < NUM_TOP_VALUES:
-            out.top_values.add(value=label, frequency=count)
-        out.rank_histogram.buckets.add(
-            low_rank=rank, high_rank=rank, sample_count=count, label=label
+    counts, labels = _ranked(stats.top)
+    for count, label in zip(counts[:NUM_TOP_VALUES], labels, strict=False):
+        out.top_values.add(value=label, frequency=count)
+    out.rank_histogram.MergeFrom(
+        statistics_pb2.RankHistogram(
+            buckets=[
+                {"low_rank": rank, "high_rank": rank, "sample_count": count, "label": label}
+                for rank, (count, label) in enumerate(zip(counts, labels, strict=True))
+            ]
         )
-    out.unique = stats.distinct.Estimate()
+    )
+    out.unique = stats.distinct.estimate()
 
 
 def feature_proto(name: str, stats: FeatureStatistics, num_examples: int):
     """One feature's `FeatureNameStatistics`."""
-    from tensorflow_metadata.proto.v0 import statistics_pb2
-
     out = statistics_pb2.FeatureNameStatistics()
     out.path.step.append(name)
     if stats.kind == Kind.BYTES:
@@ -606,8 +680,6 @@ def feature_proto(name: str, stats: FeatureStatistics, num_examples: int):
 def statistics_list(split: SplitStatistics):
     """The `DatasetFeatureStatisticsList` stock StatisticsGen writes for one split: one dataset,
     its features in name order (no features for a split without rows, as TFDV)."""
-    from tensorflow_metadata.proto.v0 import statistics_pb2
-
     result = statistics_pb2.DatasetFeatureStatisticsList()
     dataset = result.datasets.add(num_examples=split.num_examples)
     if split.num_examples:
