@@ -7,6 +7,7 @@ import struct
 import numpy as np
 import pyarrow as pa
 import pytest
+from tensorflow_metadata.proto.v0 import statistics_pb2
 from tfx_bsl.sketches import QuantilesSketch
 
 from tfx_tabular.io import histograms, statistics
@@ -33,8 +34,6 @@ def assert_same(ours, theirs):
 
 
 def test_the_comparison_sees_a_sign_of_zero():
-    from tensorflow_metadata.proto.v0 import statistics_pb2
-
     zero, negative_zero = statistics_pb2.Histogram(), statistics_pb2.Histogram()
     zero.buckets.add(sample_count=0.0)
     negative_zero.buckets.add(sample_count=-0.0)
@@ -228,3 +227,20 @@ def test_rejects_meaningless_arguments(function, args):
     """Where TFDV returns a partial or arbitrary histogram."""
     with pytest.raises(ValueError):
         function(*args)
+
+
+@pytest.mark.parametrize("size", [0, 1, 130, 1000])
+def test_rank_histogram_is_the_message_protobuf_builds(size):
+    """Bucket r: ranks r (varints past 127 too), the label (empty, non-ASCII, over 127 bytes),
+    the count (a double)."""
+    rng = np.random.default_rng(size)
+    labels = [["", "été", "x" * 200, "ok"][i % 4] + str(i if i % 4 else "") for i in range(size)]
+    labels[: min(size, 1)] = [""][: min(size, 1)]
+    counts = rng.integers(1, 10**12, size)
+    expected = statistics_pb2.RankHistogram()
+    for rank, (label, count) in enumerate(zip(labels, counts.tolist(), strict=True)):
+        expected.buckets.add(low_rank=rank, high_rank=rank, label=label, sample_count=count)
+    encoded = histograms.rank_histogram_bytes(pa.array(labels, pa.large_string()), counts)
+    ours = statistics_pb2.RankHistogram.FromString(encoded)
+    assert ours == expected
+    assert ours.SerializeToString() == expected.SerializeToString()

@@ -19,7 +19,7 @@ def add_batch(top: TopK, distinct: DistinctCount, strings: list[bytes]) -> None:
     entries, codes = np.unique(np.array(strings, dtype=object), return_inverse=True)
     offsets, data, array = dictionary(list(entries))
     counts = np.bincount(codes, minlength=len(entries)).reshape(-1, 1)
-    hashes, first, grouped = string_table(offsets, data, counts)
+    hashes, first, grouped, _ = string_table(offsets, data, counts)
     top.add(hashes, grouped[:, 0], array, first)
     distinct.add(hashes)
 
@@ -27,7 +27,8 @@ def add_batch(top: TopK, distinct: DistinctCount, strings: list[bytes]) -> None:
 def test_string_table_groups_repeated_entries_and_sorts_by_hash():
     offsets, data, _ = dictionary([b"a", b"bb", b"a", b"", b"bb", b"ccc"])
     counts = np.array([[1, 0], [2, 1], [3, 0], [0, 4], [0, 5], [7, 7]], np.int64)
-    hashes, first, grouped = string_table(offsets, data, counts)
+    hashes, first, grouped, ascii = string_table(offsets, data, counts)
+    assert ascii
     assert np.all(hashes[:-1] < hashes[1:])
     by_first = dict(zip(first.tolist(), grouped.tolist(), strict=True))
     assert by_first == {0: [4, 0], 1: [2, 6], 3: [0, 4], 5: [7, 7]}
@@ -36,7 +37,7 @@ def test_string_table_groups_repeated_entries_and_sorts_by_hash():
 def test_hashes_tell_apart_lengths_and_orders():
     strings = [b"", b"\x00", b"\x00\x00", b"ab", b"ba", b"a" * 9, b"a" * 10]
     offsets, data, _ = dictionary(strings)
-    hashes, _, _ = string_table(offsets, data, np.ones((len(strings), 1), np.int64))
+    hashes, _, _, _ = string_table(offsets, data, np.ones((len(strings), 1), np.int64))
     assert len(hashes) == len(strings)
 
 
@@ -70,7 +71,7 @@ def test_unique_within_three_standard_errors(distinct_values):
     names = [f"user-{i}".encode() for i in range(distinct_values)]
     for start in range(0, distinct_values, 10_000):
         offsets, data, _ = dictionary(names[start : start + 10_000])
-        hashes, _, _ = string_table(offsets, data, np.ones((len(offsets) - 1, 1), np.int64))
+        hashes, _, _, _ = string_table(offsets, data, np.ones((len(offsets) - 1, 1), np.int64))
         distinct.add(hashes)
     estimate = distinct.estimate()
     if distinct_values < 1024:
@@ -91,3 +92,9 @@ def test_heavy_hitters_kept_and_counts_within_bound():
     for value, count in counted.items():
         assert 0 <= exact[value] - count <= bound, value
     assert {v for v, c in exact.items() if c > bound} <= set(counted)
+
+
+@pytest.mark.parametrize("strings", [["a", "été"], ["a", b"\xff"]])
+def test_non_ascii_dictionaries_are_flagged_for_the_utf8_check(strings):
+    offsets, data, _ = dictionary([s.encode() if isinstance(s, str) else s for s in strings])
+    assert not string_table(offsets, data, np.ones((len(strings), 1), np.int64))[3]

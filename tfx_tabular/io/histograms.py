@@ -4,6 +4,9 @@
 same float operations in the same order (numpy's pairwise summation and `np.linspace` included).
 TFDV loops in Python over protobuf buckets, 3 to 4 ms a call with 1,001 quantiles, for every
 numeric feature; here the loops run compiled over float64 arrays and the proto is built once.
+
+`rank_histogram_bytes` encodes a string feature's 1,000-bucket RankHistogram from its encoded form
+for protobuf to parse, not bucket by bucket in Python: ~50,000 buckets per two splits at 1M rows.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import math
 
 import numba
 import numpy as np
+import pyarrow as pa
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
 # numpy's `pairwise_sum`: sums up to this length are unrolled 8 ways, longer ones split in two.
@@ -260,3 +264,64 @@ def equi_width_histogram(
             quantiles, cumulative_counts, finite_min, finite_max, num_buckets, num_pos_inf
         ),
     )
+
+
+# RankHistogram's wire format (tensorflow_metadata statistics.proto; a test builds the same
+# message with the protobuf API): buckets = 1; Bucket: low_rank = 1, high_rank = 2 (varints),
+# label = 4 (bytes), sample_count = 5 (double).
+_BUCKETS_TAG, _LOW_TAG, _HIGH_TAG, _LABEL_TAG, _COUNT_TAG = 0x0A, 0x08, 0x10, 0x22, 0x29
+
+
+@numba.njit(cache=True, nogil=True)
+def _varint_size(value):
+    size = 1
+    while value >= 0x80:
+        value >>= 7
+        size += 1
+    return size
+
+
+@numba.njit(cache=True, nogil=True)
+def _put_varint(out, pos, value):
+    while value >= 0x80:
+        out[pos] = (value & 0x7F) | 0x80
+        value >>= 7
+        pos += 1
+    out[pos] = value
+    return pos + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _rank_histogram_bytes(offsets, data, count_bytes):
+    """Bucket r: ranks r, label data[offsets[r]:offsets[r + 1]], sample count count_bytes[r]
+    (a little-endian double's 8 bytes)."""
+    n = len(offsets) - 1
+    out = np.empty(32 * n + (offsets[n] - offsets[0]), np.uint8)
+    pos = 0
+    for rank in range(n):
+        start, end = offsets[rank], offsets[rank + 1]
+        rank_size = _varint_size(rank)
+        body = 2 * (1 + rank_size) + 1 + _varint_size(end - start) + (end - start) + 1 + 8
+        out[pos] = _BUCKETS_TAG
+        pos = _put_varint(out, pos + 1, body)
+        out[pos] = _LOW_TAG
+        pos = _put_varint(out, pos + 1, rank)
+        out[pos] = _HIGH_TAG
+        pos = _put_varint(out, pos + 1, rank)
+        out[pos] = _LABEL_TAG
+        pos = _put_varint(out, pos + 1, end - start)
+        out[pos : pos + end - start] = data[start:end]
+        pos += end - start
+        out[pos] = _COUNT_TAG
+        out[pos + 1 : pos + 9] = count_bytes[rank]
+        pos += 9
+    return out[:pos]
+
+
+def rank_histogram_bytes(labels: pa.Array, counts: np.ndarray) -> bytes:
+    """The serialized RankHistogram with bucket r = (rank r, labels[r] (UTF-8), counts[r])."""
+    labels = labels.cast(pa.large_binary())
+    offsets = np.frombuffer(labels.buffers()[1], np.int64)[labels.offset :][: len(labels) + 1]
+    data = np.frombuffer(labels.buffers()[2] or b"", np.uint8)
+    count_bytes = np.ascontiguousarray(counts, "<f8").view(np.uint8).reshape(-1, 8)
+    return _rank_histogram_bytes(offsets, data, count_bytes).tobytes()

@@ -31,28 +31,34 @@ _FNV_PRIME = np.uint64(0x100000001B3)
 
 @numba.njit(cache=True, nogil=True)
 def _hash(data, start, end):
-    """FNV-1a over the bytes, then MurmurHash3's finalizer: FNV-1a's high bits mix poorly on
-    short strings, and KMV reads the hashes as uniform numbers."""
+    """(hash, the bytes OR-ed together): FNV-1a over the bytes, then MurmurHash3's finalizer
+    (FNV-1a's high bits mix poorly on short strings, and KMV reads the hashes as uniform
+    numbers)."""
     h = _FNV_OFFSET
+    bits = 0
     for i in range(start, end):
         h = (h ^ np.uint64(data[i])) * _FNV_PRIME
+        bits |= data[i]
     h ^= h >> np.uint64(33)
     h *= np.uint64(0xFF51AFD7ED558CCD)
     h ^= h >> np.uint64(33)
     h *= np.uint64(0xC4CEB9FE1A85EC53)
     h ^= h >> np.uint64(33)
-    return h
+    return h, bits
 
 
 @numba.njit(cache=True, nogil=True)
 def string_table(offsets, data, counts):
     """The distinct strings of a batch's dictionary by hash: (hashes ascending, each one's first
-    dictionary index, counts[hash, split] summed over the entries that share it). `offsets`
-    (int64, len n + 1) index `data`; `counts[entry, split]`."""
+    dictionary index, counts[hash, split] summed over the entries that share it, whether all
+    are ASCII, hence valid UTF-8). `offsets` (int64, len n + 1) index `data`;
+    `counts[entry, split]`."""
     n = len(offsets) - 1
     hashes = np.empty(n, np.uint64)
+    bits = 0
     for i in range(n):
-        hashes[i] = _hash(data, offsets[i], offsets[i + 1])
+        hashes[i], entry_bits = _hash(data, offsets[i], offsets[i + 1])
+        bits |= entry_bits
     order = np.argsort(hashes)
     unique = np.empty(n, np.uint64)
     first = np.empty(n, np.int64)
@@ -65,7 +71,7 @@ def string_table(offsets, data, counts):
             size += 1
         for split in range(counts.shape[1]):
             grouped[size - 1, split] += counts[i, split]
-    return unique[:size], first[:size], grouped[:size]
+    return unique[:size], first[:size], grouped[:size], bits < 0x80
 
 
 @numba.njit(cache=True, nogil=True)

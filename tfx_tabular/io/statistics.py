@@ -272,11 +272,11 @@ class _StringTable:
     """A batch's distinct strings by hash (`sketches.string_table`): hashes ascending, each
     one's first position in `dictionary`, counts[hash, split], and byte lengths."""
 
-    def __init__(self, dictionary: pa.Array, offsets: np.ndarray, hashes, first, counts):
+    def __init__(self, dictionary: pa.Array, offsets: np.ndarray, hashes, first, counts, ascii):
         self.dictionary = dictionary
         self.hashes, self.first, self.counts = hashes, first, counts
         self.lengths = (offsets[first + 1] - offsets[first]).astype(np.int64)
-        self.any_invalid = array_util.CountInvalidUTF8(dictionary) > 0
+        self.any_invalid = not ascii and array_util.CountInvalidUTF8(dictionary) > 0
 
 
 def _quantiles_to_text(sketch: QuantilesSketch) -> str:
@@ -535,7 +535,7 @@ def _large_bytes_placeholder() -> tuple[np.ndarray, pa.Array]:
     """The hash and string array TopK counts strings over LARGE_STRING_THRESHOLD bytes as."""
     value = np.frombuffer(LARGE_BYTES_PLACEHOLDER.encode(), np.uint8)
     offsets = np.array([0, len(value)], np.int64)
-    hashes, _, _ = string_table(offsets, value, np.zeros((1, 1), np.int64))
+    hashes = string_table(offsets, value, np.zeros((1, 1), np.int64))[0]
     return hashes, _binary_array(offsets, value)
 
 
@@ -615,20 +615,18 @@ def _numeric_proto(stats: FeatureStatistics, out) -> None:
         out.histograms.add().CopyFrom(histogram)
 
 
-def _ranked(top: TopK) -> tuple[list[int], list[str]]:
-    """The counted values at least FREQUENCY_THRESHOLD times, by count then value, both
-    descending, at most NUM_RANK_HISTOGRAM_BUCKETS, with their labels (TFDV's placeholder for
-    invalid UTF-8)."""
+def _ranked(top: TopK) -> tuple[np.ndarray, pa.Array]:
+    """The values counted at least FREQUENCY_THRESHOLD times, by count then value, both
+    descending, at most NUM_RANK_HISTOGRAM_BUCKETS: (counts, labels as UTF-8 strings, TFDV's
+    placeholder for invalid UTF-8)."""
     table = pa.table({"count": top.counts, "value": top.values})
     table = table.filter(pc.greater_equal(table["count"], FREQUENCY_THRESHOLD))
     order = pc.sort_indices(table, [("count", "descending"), ("value", "descending")])
     table = table.take(order[:NUM_RANK_HISTOGRAM_BUCKETS])
-    values = table["value"].combine_chunks()
-    if array_util.CountInvalidUTF8(values) == 0:
-        labels = values.cast(pa.large_string()).to_pylist()
-    else:
-        labels = [_label(value) for value in values.to_pylist()]
-    return table["count"].to_pylist(), labels
+    labels = table["value"].combine_chunks()
+    if array_util.CountInvalidUTF8(labels):
+        labels = pa.array([_label(value) for value in labels.to_pylist()], pa.large_string())
+    return table["count"].to_numpy(), labels
 
 
 def _label(value: bytes) -> str:
@@ -648,22 +646,15 @@ def _string_proto(stats: FeatureStatistics, out) -> None:
     if stats.top is None:
         return
     counts, labels = _ranked(stats.top)
-    for count, label in zip(counts[:NUM_TOP_VALUES], labels, strict=False):
+    top = labels[:NUM_TOP_VALUES].cast(pa.large_string()).to_pylist()
+    for count, label in zip(counts[:NUM_TOP_VALUES].tolist(), top, strict=True):
         out.top_values.add(value=label, frequency=count)
-    out.rank_histogram.MergeFrom(
-        statistics_pb2.RankHistogram(
-            buckets=[
-                {"low_rank": rank, "high_rank": rank, "sample_count": count, "label": label}
-                for rank, (count, label) in enumerate(zip(counts, labels, strict=True))
-            ]
-        )
-    )
+    out.rank_histogram.MergeFromString(histograms.rank_histogram_bytes(labels, counts))
     out.unique = stats.distinct.estimate()
 
 
-def feature_proto(name: str, stats: FeatureStatistics, num_examples: int):
-    """One feature's `FeatureNameStatistics`."""
-    out = statistics_pb2.FeatureNameStatistics()
+def _feature_proto(name: str, stats: FeatureStatistics, num_examples: int, out) -> None:
+    """One feature's `FeatureNameStatistics`, filled in place."""
     out.path.step.append(name)
     if stats.kind == Kind.BYTES:
         out.type = statistics_pb2.FeatureNameStatistics.STRING
@@ -674,7 +665,6 @@ def feature_proto(name: str, stats: FeatureStatistics, num_examples: int):
         out.type = statistics_pb2.FeatureNameStatistics.Type.Value(kind)
         _numeric_proto(stats, out.num_stats)
         _common_proto(stats, num_examples, out.num_stats.common_stats)
-    return out
 
 
 def statistics_list(split: SplitStatistics):
@@ -684,7 +674,5 @@ def statistics_list(split: SplitStatistics):
     dataset = result.datasets.add(num_examples=split.num_examples)
     if split.num_examples:
         for name in sorted(split.features):
-            dataset.features.add().CopyFrom(
-                feature_proto(name, split.features[name], split.num_examples)
-            )
+            _feature_proto(name, split.features[name], split.num_examples, dataset.features.add())
     return result
