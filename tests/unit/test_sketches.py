@@ -5,7 +5,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tfx_tabular.io.sketches import DistinctCount, TopK, string_table
+from tfx_tabular.io.sketches import DistinctCount, TopK, _hash_order, string_table
 
 
 def dictionary(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray, pa.Array]:
@@ -98,3 +98,14 @@ def test_heavy_hitters_kept_and_counts_within_bound():
 def test_non_ascii_dictionaries_are_flagged_for_the_utf8_check(strings):
     offsets, data, _ = dictionary([s.encode() if isinstance(s, str) else s for s in strings])
     assert not string_table(offsets, data, np.ones((len(strings), 1), np.int64))[3]
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 1000, 6600])
+def test_hash_order_sorts_like_numpy_repeats_included(size):
+    hashes = np.random.default_rng(size).integers(0, 2**64, size, dtype=np.uint64)
+    for case in (
+        hashes,
+        np.repeat(hashes[:1], size),
+        np.concatenate([hashes, hashes[: size // 2]]),
+    ):
+        assert np.array_equal(case[_hash_order(case)], np.sort(case))

@@ -48,6 +48,40 @@ def _hash(data, start, end):
 
 
 @numba.njit(cache=True, nogil=True)
+def _hash_order(hashes):
+    """Argsort of uniformly distributed hashes: dealt into about as many buckets as hashes by
+    their top bits, then each bucket (a few hashes) insertion-sorted, ~10x faster than a
+    quicksort at a dictionary's few thousand. A crowded bucket (repeated hashes) falls back to
+    the quicksort."""
+    bits = 1
+    while (1 << bits) < len(hashes):
+        bits += 1
+    shift = np.uint64(64 - bits)
+    starts = np.zeros((1 << bits) + 1, np.int64)
+    for h in hashes:
+        starts[np.int64(h >> shift) + 1] += 1
+    for bucket in range(1 << bits):
+        starts[bucket + 1] += starts[bucket]
+    fill = starts[:-1].copy()
+    order = np.empty(len(hashes), np.int64)
+    for i in range(len(hashes)):
+        bucket = np.int64(hashes[i] >> shift)
+        order[fill[bucket]] = i
+        fill[bucket] += 1
+    for bucket in range(1 << bits):
+        low, high = starts[bucket], starts[bucket + 1]
+        if high - low > 64:
+            return np.argsort(hashes)
+        for j in range(low + 1, high):
+            item, k = order[j], j - 1
+            while k >= low and hashes[order[k]] > hashes[item]:
+                order[k + 1] = order[k]
+                k -= 1
+            order[k + 1] = item
+    return order
+
+
+@numba.njit(cache=True, nogil=True)
 def string_table(offsets, data, counts):
     """The distinct strings of a batch's dictionary by hash: (hashes ascending, each one's first
     dictionary index, counts[hash, split] summed over the entries that share it, whether all
@@ -59,7 +93,7 @@ def string_table(offsets, data, counts):
     for i in range(n):
         hashes[i], entry_bits = _hash(data, offsets[i], offsets[i + 1])
         bits |= entry_bits
-    order = np.argsort(hashes)
+    order = _hash_order(hashes)
     unique = np.empty(n, np.uint64)
     first = np.empty(n, np.int64)
     grouped = np.zeros((n, counts.shape[1]), np.int64)

@@ -104,6 +104,18 @@ def _row_groups(valid, split_ids, num_splits):
 
 
 @numba.njit(cache=True, nogil=True)
+def _counted_range(table, low):
+    """The rows of counts[value - low, split] counted in some split: (values, their counts)."""
+    kept = np.empty(len(table), np.int64)
+    size = 0
+    for row in range(len(table)):
+        if table[row].any():
+            kept[size] = row
+            size += 1
+    return kept[:size] + low, table[kept[:size]]
+
+
+@numba.njit(cache=True, nogil=True)
 def _present_range(values, groups, num_splits):
     """(min, max) of the values in a split; (1, 0) if none is."""
     low, high, seen = 1, 0, False
@@ -260,9 +272,7 @@ class _BatchValues:
         if high < low:
             return np.zeros(0, np.int64), np.zeros((0, self.num_splits), np.int64)
         if high - low <= 2 * len(values) + 4096:
-            table = self._counts(values, groups, low, high - low + 1)
-            distinct = np.flatnonzero(table.any(axis=1))
-            return distinct + low, table[distinct]
+            return _counted_range(self._counts(values, groups, low, high - low + 1), low)
         encoded = pc.dictionary_encode(pa.array(values))
         counts = self._counts(encoded.indices.to_numpy(), groups, 0, len(encoded.dictionary))
         return encoded.dictionary.to_numpy(), counts
