@@ -5,7 +5,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tfx_tabular.io.sketches import DistinctCount, TopK, _hash_order, string_table
+from tfx_tabular.io.sketches import DistinctCount, TopK, _hash_order, _largest, string_table
 
 
 def dictionary(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray, pa.Array]:
@@ -109,3 +109,11 @@ def test_hash_order_sorts_like_numpy_repeats_included(size):
         np.concatenate([hashes, hashes[: size // 2]]),
     ):
         assert np.array_equal(case[_hash_order(case)], np.sort(case))
+
+
+@pytest.mark.parametrize("high", [3, 50, 10**9])
+def test_largest_is_the_partitions_answer(high):
+    """Small counts are read off a histogram, large ones partitioned: the same rank-th largest."""
+    counts = np.random.default_rng(high).integers(1, high + 1, 7000)
+    for rank in (1, 1001, 7000):
+        assert _largest(counts, rank) == np.sort(counts)[-rank]

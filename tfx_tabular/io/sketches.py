@@ -109,9 +109,10 @@ def string_table(offsets, data, counts):
 
 
 @numba.njit(cache=True, nogil=True)
-def _merge_counters(hashes_a, counts_a, hashes_b, counts_b, capacity):
+def _merge_counters(hashes_a, counts_a, hashes_b, counts_b, positions_b, capacity):
     """Two Misra-Gries summaries sorted by hash, added and cut back to `capacity` counters:
-    (hashes, counts, source), source indexing a's counters then b's."""
+    (hashes, counts, source), source indexing a's strings, then b's (b's counter j is string
+    positions_b[j])."""
     size = len(hashes_a) + len(hashes_b)
     hashes = np.empty(size, np.uint64)
     counts = np.empty(size, np.int64)
@@ -122,7 +123,8 @@ def _merge_counters(hashes_a, counts_a, hashes_b, counts_b, capacity):
             hashes[k], counts[k], source[k] = hashes_a[i], counts_a[i], i
             i += 1
         elif i == len(hashes_a) or hashes_b[j] < hashes_a[i]:
-            hashes[k], counts[k], source[k] = hashes_b[j], counts_b[j], len(hashes_a) + j
+            hashes[k], counts[k] = hashes_b[j], counts_b[j]
+            source[k] = len(hashes_a) + positions_b[j]
             j += 1
         else:
             hashes[k], counts[k], source[k] = hashes_a[i], counts_a[i] + counts_b[j], i
@@ -131,9 +133,27 @@ def _merge_counters(hashes_a, counts_a, hashes_b, counts_b, capacity):
         k += 1
     if k <= capacity:
         return hashes[:k], counts[:k], source[:k]
-    cut = np.partition(counts[:k], k - capacity - 1)[k - capacity - 1]
+    cut = _largest(counts[:k], capacity + 1)
     kept = np.flatnonzero(counts[:k] > cut)
     return hashes[kept], counts[kept] - cut, source[kept]
+
+
+@numba.njit(cache=True, nogil=True)
+def _largest(counts, rank):
+    """The rank-th largest of positive counts: read off a histogram of them when they are small
+    (most counts of a batch's strings are), a partition otherwise."""
+    top = counts.max()
+    if top > 4 * len(counts):
+        return np.partition(counts, len(counts) - rank)[len(counts) - rank]
+    histogram = np.zeros(top + 1, np.int64)
+    for count in counts:
+        histogram[count] += 1
+    above = 0
+    for value in range(top, 0, -1):
+        above += histogram[value]
+        if above >= rank:
+            return value
+    return 0
 
 
 @numba.njit(cache=True, nogil=True)
@@ -178,12 +198,9 @@ class TopK:
     ) -> None:
         """Add distinct values: ascending `hashes`, their counts, and their strings
         `strings[positions]` (large_binary)."""
-        held = len(self.hashes)
         self.hashes, self.counts, source = _merge_counters(
-            self.hashes, self.counts, hashes, counts, self.capacity
+            self.hashes, self.counts, hashes, counts, positions, self.capacity
         )
-        added = source >= held
-        source[added] = held + positions[source[added] - held]
         self.values = pa.concat_arrays([self.values, strings]).take(pa.array(source))
 
     def merge(self, other: TopK) -> None:

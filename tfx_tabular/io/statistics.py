@@ -184,6 +184,33 @@ def _float_summary(values):
     return count, nan, pos_inf, zeros, low, high, finite_low, finite_high, mean, m2
 
 
+@numba.njit(cache=True, nogil=True)
+def _split_strings(hashes, first, counts, lengths, split, long_length):
+    """One split's share of a batch's string table: (the hashes it holds; the hashes, counts and
+    dictionary positions of those of at most `long_length` bytes; its total bytes; its values
+    longer than that)."""
+    seen = np.empty(len(hashes), np.uint64)
+    kept = np.empty(len(hashes), np.int64)
+    num_seen = num_kept = total_bytes = long_values = 0
+    for i in range(len(hashes)):
+        count = counts[i, split]
+        if count == 0:
+            continue
+        seen[num_seen] = hashes[i]
+        num_seen += 1
+        total_bytes += count * lengths[i]
+        if lengths[i] > long_length:
+            long_values += count
+        else:
+            kept[num_kept] = i
+            num_kept += 1
+    kept = kept[:num_kept]
+    kept_counts = np.empty(num_kept, np.int64)
+    for j in range(num_kept):
+        kept_counts[j] = counts[kept[j], split]
+    return seen[:num_seen], hashes[kept], kept_counts, first[kept], total_bytes, long_values
+
+
 class _computed_once:
     """`functools.cached_property` without its lock: Python 3.10's takes one lock per property
     for every instance, so each converting thread waited while the other computed its batch's
@@ -414,24 +441,22 @@ class FeatureStatistics:
 
     def _add_strings(self, batch: _BatchValues, split: int) -> None:
         table = batch.string_table
-        weights = table.counts[:, split]
-        self.total_bytes += int(np.dot(table.lengths, weights))
+        seen, hashes, counts, positions, total_bytes, long_values = _split_strings(
+            table.hashes, table.first, table.counts, table.lengths, split, LARGE_STRING_THRESHOLD
+        )
+        self.total_bytes += total_bytes
         if table.any_invalid:
             rows = pa.array(batch.value_groups == split)
             self.invalid_utf8 += int(array_util.CountInvalidUTF8(batch.strings.filter(rows)))
         if self.top is None:
             self.top = TopK(NUM_RANK_HISTOGRAM_BUCKETS)
             self.distinct = DistinctCount(NUM_KMV_BUCKETS)
-        seen = np.flatnonzero(weights)
-        self.distinct.add(table.hashes[seen])
-        # As TFDV, top-k counts strings over LARGE_STRING_THRESHOLD bytes as one placeholder.
-        large = table.lengths[seen] > LARGE_STRING_THRESHOLD
-        if large.any():
+        self.distinct.add(seen)
+        if long_values:  # as TFDV, top-k counts them as one placeholder value
             placeholder, strings = _large_bytes_placeholder()
-            count = np.array([weights[seen[large]].sum()], np.int64)
+            count = np.array([long_values], np.int64)
             self.top.add(placeholder, count, strings, np.zeros(1, np.int64))
-            seen = seen[~large]
-        self.top.add(table.hashes[seen], weights[seen], table.dictionary, table.first[seen])
+        self.top.add(hashes, counts, table.dictionary, positions)
 
     def compact(self) -> None:
         """Fold the quantile sketches' buffers into their summaries, as TFDV's combiner does
