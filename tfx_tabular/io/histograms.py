@@ -56,22 +56,37 @@ def _bin_weights(boundaries, cumulative_counts):
     minimum's weight) is spread over the bins identical to the first."""
     low = boundaries[:-1]
     high = boundaries[1:]
-    weights = cumulative_counts[1:] - cumulative_counts[:-1]
     n = len(low)
+    weights = np.empty(n)
+    for k in range(n):  # loops, not array expressions: numba compiles those ~5x slower
+        weights[k] = cumulative_counts[k + 1] - cumulative_counts[k]
     i = 0
     while i < n:
         j = i + 1
         while j < n and high[i] == high[j]:
             j += 1
         if j > i + 1:
-            weights[i:j] = _pairwise_sum(weights[i:j]) / (j - i)
+            shared = _pairwise_sum(weights[i:j]) / (j - i)
+            for k in range(i, j):
+                weights[k] = shared
         i = j
     i = 0
     while i < n and low[0] == low[i] and high[0] == high[i]:
         i += 1
     if i > 0:
-        weights[:i] += cumulative_counts[0] / i
+        minimum_share = cumulative_counts[0] / i
+        for k in range(i):
+            weights[k] += minimum_share
     return low, high, weights
+
+
+@numba.njit(cache=True, nogil=True)
+def _appended(values, value):
+    out = np.empty(len(values) + 1)
+    for k in range(len(values)):
+        out[k] = values[k]
+    out[len(values)] = value
+    return out
 
 
 @numba.njit(cache=True, nogil=True)
@@ -86,7 +101,10 @@ def _strip_infinities(quantiles, cumulative_counts, finite_max, num_pos_inf):
     if neg:
         num_neg_inf = cumulative_counts[neg - 1]
         quantiles = quantiles[neg:]
-        cumulative_counts = cumulative_counts[neg:] - num_neg_inf
+        counts = np.empty(len(quantiles))
+        for k in range(len(quantiles)):
+            counts[k] = cumulative_counts[neg + k] - num_neg_inf
+        cumulative_counts = counts
     if num_pos_inf != 0.0:  # Python truthiness, as TFDV's `if num_pos_inf:` (NaN is true)
         if not len(quantiles):  # TFDV raises an IndexError here
             raise ValueError("num_pos_inf is nonzero but no quantile is above -inf")
@@ -94,8 +112,8 @@ def _strip_infinities(quantiles, cumulative_counts, finite_max, num_pos_inf):
         pos = 0
         while pos < len(quantiles) and quantiles[pos] < np.inf:
             pos += 1
-        quantiles = np.append(quantiles[:pos], finite_max)
-        cumulative_counts = np.append(cumulative_counts[:pos], finite_max_count)
+        quantiles = _appended(quantiles[:pos], finite_max)
+        cumulative_counts = _appended(cumulative_counts[:pos], finite_max_count)
     return quantiles, cumulative_counts, num_neg_inf
 
 
@@ -172,17 +190,18 @@ def _equi_width_buckets(
         bounds = np.array([finite_min, finite_max])
     else:
         bounds = _linspace(finite_min, finite_max, num_buckets)
-        if not np.isfinite(bounds).all():
-            return np.empty(0), np.empty(0), np.empty(0)
+        for bound in bounds:
+            if not np.isfinite(bound):
+                return np.empty(0), np.empty(0), np.empty(0)
     counts = _merged_counts(low, high, weights, bounds)
     first = 1 if num_neg_inf != 0.0 else 0
     size = first + len(counts) + (1 if num_pos_inf != 0.0 else 0)
     out_low, out_high, out_count = np.empty(size), np.empty(size), np.empty(size)
     if first:
         out_low[0], out_high[0], out_count[0] = -np.inf, -np.inf, num_neg_inf
-    out_low[first : first + len(counts)] = bounds[:-1]
-    out_high[first : first + len(counts)] = bounds[1:]
-    out_count[first : first + len(counts)] = counts
+    for k in range(len(counts)):
+        out_low[first + k], out_high[first + k] = bounds[k], bounds[k + 1]
+        out_count[first + k] = counts[k]
     if num_pos_inf != 0.0:
         out_low[-1], out_high[-1], out_count[-1] = np.inf, np.inf, num_pos_inf
     return out_low, out_high, out_count
@@ -198,8 +217,10 @@ def _is_sorted(values):
 
 
 def _float_arrays(quantiles, cumulative_counts) -> tuple[np.ndarray, np.ndarray]:
-    quantiles = np.ascontiguousarray(quantiles, dtype=np.float64)
-    cumulative_counts = np.ascontiguousarray(cumulative_counts, dtype=np.float64)
+    # Copies: the kernels then see writable arrays only (read-only ones, as Arrow's, would be
+    # compiled a second time).
+    quantiles = np.array(quantiles, dtype=np.float64)
+    cumulative_counts = np.array(cumulative_counts, dtype=np.float64)
     if quantiles.shape != cumulative_counts.shape or quantiles.ndim != 1:
         raise ValueError(
             f"quantiles {quantiles.shape} and cumulative_counts {cumulative_counts.shape} "
@@ -310,10 +331,12 @@ def _rank_histogram_bytes(offsets, data, count_bytes):
         pos = _put_varint(out, pos + 1, rank)
         out[pos] = _LABEL_TAG
         pos = _put_varint(out, pos + 1, end - start)
-        out[pos : pos + end - start] = data[start:end]
-        pos += end - start
+        for k in range(start, end):
+            out[pos] = data[k]
+            pos += 1
         out[pos] = _COUNT_TAG
-        out[pos + 1 : pos + 9] = count_bytes[rank]
+        for k in range(8):
+            out[pos + 1 + k] = count_bytes[rank, k]
         pos += 9
     return out[:pos]
 

@@ -106,13 +106,16 @@ def _row_groups(valid, split_ids, num_splits):
 @numba.njit(cache=True, nogil=True)
 def _counted_range(table, low):
     """The rows of counts[value - low, split] counted in some split: (values, their counts)."""
-    kept = np.empty(len(table), np.int64)
+    values = np.empty(len(table), np.int64)
+    counts = np.empty_like(table)
     size = 0
-    for row in range(len(table)):
+    for row in range(len(table)):  # loops, not array expressions: numba compiles those slowly
         if table[row].any():
-            kept[size] = row
+            values[size] = row + low
+            for split in range(table.shape[1]):
+                counts[size, split] = table[row, split]
             size += 1
-    return kept[:size] + low, table[kept[:size]]
+    return values[:size], counts[:size]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -137,21 +140,28 @@ def _integer_summary(values, weights):
     """Of distinct integers with counts, those counted at least once: (count, zeros, min, max,
     mean, sum of squared deviations, the values, their counts as float64 sketch weights). One
     compiled pass: numpy's mixed int/float dot wakes BLAS threads that spin on the other core."""
-    seen = np.flatnonzero(weights)
-    kept, counts = values[seen], weights[seen]
+    kept = np.empty(len(values), values.dtype)
+    counts = np.empty(len(values), np.float64)
+    size = low = high = 0
+    for i in range(len(values)):
+        if weights[i]:
+            kept[size], counts[size] = values[i], weights[i]
+            low = values[i] if size == 0 else min(low, values[i])
+            high = values[i] if size == 0 else max(high, values[i])
+            size += 1
+    kept, counts = kept[:size], counts[:size]
     count = zeros = 0
     total = 0.0
     for i in range(len(kept)):
-        count += counts[i]
+        count += int(counts[i])
         total += float(kept[i]) * counts[i]
         if kept[i] == 0:
-            zeros += counts[i]
+            zeros += int(counts[i])
     mean = total / count if count else 0.0
     m2 = 0.0
     for i in range(len(kept)):
         m2 += (float(kept[i]) - mean) ** 2 * counts[i]
-    low, high = (kept.min(), kept.max()) if count else (0, 0)
-    return count, zeros, low, high, mean, m2, kept, counts.astype(np.float64)
+    return count, zeros, low, high, mean, m2, kept, counts
 
 
 @numba.njit(cache=True, nogil=True)
@@ -204,11 +214,13 @@ def _split_strings(hashes, first, counts, lengths, split, long_length):
         else:
             kept[num_kept] = i
             num_kept += 1
-    kept = kept[:num_kept]
+    kept_hashes = np.empty(num_kept, np.uint64)
     kept_counts = np.empty(num_kept, np.int64)
+    kept_first = np.empty(num_kept, np.int64)
     for j in range(num_kept):
-        kept_counts[j] = counts[kept[j], split]
-    return seen[:num_seen], hashes[kept], kept_counts, first[kept], total_bytes, long_values
+        i = kept[j]
+        kept_hashes[j], kept_counts[j], kept_first[j] = hashes[i], counts[i, split], first[i]
+    return seen[:num_seen], kept_hashes, kept_counts, kept_first, total_bytes, long_values
 
 
 class _computed_once:
