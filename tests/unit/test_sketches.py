@@ -5,7 +5,14 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tfx_tabular.io.sketches import DistinctCount, TopK, _hash_order, _largest, string_table
+from tfx_tabular.io.sketches import (
+    DistinctCount,
+    TopK,
+    _hash_order,
+    _largest,
+    string_hash,
+    string_table,
+)
 
 
 def dictionary(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray, pa.Array]:
@@ -117,3 +124,10 @@ def test_largest_is_the_partitions_answer(high):
     counts = np.random.default_rng(high).integers(1, high + 1, 7000)
     for rank in (1, 1001, 7000):
         assert _largest(counts, rank) == np.sort(counts)[-rank]
+
+
+def test_string_hash_is_the_tables_hash():
+    offsets, data, _ = dictionary([b"__LARGE_BYTES__"])
+    assert string_table(offsets, data, np.ones((1, 1), np.int64))[0][0] == string_hash(
+        b"__LARGE_BYTES__"
+    )

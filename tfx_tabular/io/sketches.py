@@ -47,6 +47,11 @@ def _hash(data, start, end):
     return h, bits
 
 
+def string_hash(value: bytes) -> int:
+    """One string's hash, as `string_table` computes it."""
+    return int(_hash(np.frombuffer(value, np.uint8), 0, len(value))[0])
+
+
 @numba.njit(cache=True, nogil=True)
 def _hash_order(hashes):
     """Argsort of uniformly distributed hashes: dealt into about as many buckets as hashes by

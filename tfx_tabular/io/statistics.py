@@ -53,7 +53,7 @@ from tfx_bsl.sketches import QuantilesSketch
 from tfx_tabular.io import histograms
 from tfx_tabular.io.encoding import FeatureValues
 from tfx_tabular.io.mapping import Feature, Kind
-from tfx_tabular.io.sketches import DistinctCount, TopK, string_table
+from tfx_tabular.io.sketches import DistinctCount, TopK, string_hash, string_table
 
 # tensorflow_data_validation.StatsOptions' defaults, as stock StatisticsGen runs it.
 NUM_TOP_VALUES = 20
@@ -580,10 +580,8 @@ def add_batch(
 @functools.cache
 def _large_bytes_placeholder() -> tuple[np.ndarray, pa.Array]:
     """The hash and string array TopK counts strings over LARGE_STRING_THRESHOLD bytes as."""
-    value = np.frombuffer(LARGE_BYTES_PLACEHOLDER.encode(), np.uint8)
-    offsets = np.array([0, len(value)], np.int64)
-    hashes = string_table(offsets, value, np.zeros((1, 1), np.int64))[0]
-    return hashes, _binary_array(offsets, value)
+    value = LARGE_BYTES_PLACEHOLDER.encode()
+    return np.array([string_hash(value)], np.uint64), pa.array([value], pa.large_binary())
 
 
 def _binary_array(offsets: np.ndarray, data: np.ndarray) -> pa.Array:
