@@ -17,7 +17,7 @@ LARGE_SCALE = 10  # peak memory with statistics also at 10x the main dataset (on
 
 
 def task_convert(input_base: str, output_dir: str, with_statistics: bool) -> dict:
-    from tfx_tabular.io import convert, plan
+    from tfx_tabular.conversion import convert, plan
 
     dataset, splits = plan.plan_conversion(input_base)
     statistics_dir = os.path.join(output_dir, "statistics") if with_statistics else None

@@ -3,7 +3,7 @@
 Measured, each in a fresh child process, repeats interleaved (one pass over every configuration
 per repeat, so slow phases of a noisy machine hit all of them alike):
 
-* ours: `tfx_tabular.io.convert.convert` with its default options (DirectRunner, one thread per
+* ours: `tfx_tabular.conversion.convert.convert` with its default options (DirectRunner, one thread per
   core), compression none, gzip level 6 and gzip level 1;
 * stock TFX 1.16: `FileBasedExampleGen` + `parquet_executor.Executor` (ReadFromParquet →
   dict_to_example → hash split → WriteSplit: Reshuffle + WriteToTFRecord, gzip), run through the
@@ -47,7 +47,8 @@ COMPRESSIONS = {  # name → (compression, gzip level)
 
 
 def task_convert_ours(input_base: str, output_dir: str, compression: str, level: int) -> dict:
-    from tfx_tabular.io import convert, parquet, plan
+    from tfx_tabular.conversion import convert, plan
+    from tfx_tabular.source import parquet
 
     start = time.perf_counter()
     dataset = parquet.open_dataset(input_base)
@@ -75,7 +76,8 @@ def task_convert_ours(input_base: str, output_dir: str, compression: str, level:
 def task_warm_up(input_base: str, output_dir: str) -> dict:
     """One untimed conversion in the driver process (DirectRunner in_memory): it runs the same
     DoFn code as the measured runs, so numba's on-disk cache holds every kernel they call."""
-    from tfx_tabular.io import convert, parquet
+    from tfx_tabular.conversion import convert
+    from tfx_tabular.source import parquet
 
     start = time.perf_counter()
     result = convert.convert(
@@ -168,7 +170,8 @@ def _as_large_lists(batch):
 
 
 def _loop_process(kind: str, file_indices: list, path: str) -> int:
-    from tfx_tabular.io import encoding, parquet
+    from tfx_tabular.coders import encoding
+    from tfx_tabular.source import parquet
 
     dataset = _LOOP_DATASET
     rows = 0
@@ -203,7 +206,8 @@ def task_loop(kind: str, input_base: str, output_dir: str, processes: int = 2) -
     """Read → encode → write with no Beam, `processes` forked processes over halves of the files."""
     import multiprocessing
 
-    from tfx_tabular.io import encoding, parquet
+    from tfx_tabular.coders import encoding
+    from tfx_tabular.source import parquet
 
     global _LOOP_DATASET
     dataset = _LOOP_DATASET = parquet.open_dataset(input_base)
@@ -255,8 +259,8 @@ def task_read(outputs: dict, expected_rows: int) -> dict:
     import tensorflow as tf
 
     from tfx_tabular import input_fn, schemas
-    from tfx_tabular.io import parquet
     from tfx_tabular.schemas.infer import infer_schema
+    from tfx_tabular.source import parquet
 
     results, features = {}, 0
     for name, output_dir in outputs.items():

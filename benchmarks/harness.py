@@ -83,7 +83,7 @@ def _parquet_files(root: str) -> list[str]:
 
 
 def generated_dataset(data_dir: str, rows: int) -> str:
-    from tfx_tabular.io import demo_data
+    from tfx_tabular.demo import criteo
 
     root = os.path.join(data_dir, f"criteo-{rows}")
     if _complete(root, rows):
@@ -92,7 +92,7 @@ def generated_dataset(data_dir: str, rows: int) -> str:
     shutil.rmtree(root, ignore_errors=True)
     start = time.perf_counter()
     print(f"  dataset: writing {rows:,} rows to {root} ...", flush=True)
-    demo_data.write_dataset(root, rows)
+    criteo.write_dataset(root, rows)
     _mark_complete(root, rows)
     print(f"  dataset: {rows:,} rows written in {time.perf_counter() - start:.1f} s", flush=True)
     return root

@@ -23,8 +23,8 @@ SLOW_BATCHES = 20  # for the per-record methods (under 10k ex/s)
 def _setup(examples_dir: str):
     import tensorflow as tf  # noqa: F401  (imported before timing)
 
-    from tfx_tabular.io import parquet
     from tfx_tabular.schemas.infer import infer_schema
+    from tfx_tabular.source import parquet
 
     schema = infer_schema(parquet.read_source_metadata(examples_dir), label="label")
     files = sorted(glob.glob(os.path.join(examples_dir, "Split-train", "*")))

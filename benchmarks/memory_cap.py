@@ -38,7 +38,8 @@ def _peaks(cgroup: str) -> dict:
 
 def task_convert(cgroup: str, input_base: str, output_dir: str) -> dict:
     _join(cgroup)
-    from tfx_tabular.io import convert, parquet
+    from tfx_tabular.conversion import convert
+    from tfx_tabular.source import parquet
 
     dataset = parquet.open_dataset(input_base)
     result = convert.convert(dataset, output_dir)
@@ -64,8 +65,8 @@ def task_input_fn(cgroup: str, examples_dir: str) -> dict:
     import time
 
     from tfx_tabular import input_fn
-    from tfx_tabular.io import parquet
     from tfx_tabular.schemas.infer import infer_schema
+    from tfx_tabular.source import parquet
 
     schema = infer_schema(parquet.read_source_metadata(examples_dir), label="label")
     files = sorted(glob.glob(os.path.join(examples_dir, "Split-*", "*")))

@@ -31,7 +31,7 @@ def _pipeline(config: str, pool_port: int):
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from tfx_tabular.io import convert
+    from tfx_tabular.conversion import convert
 
     if config == "direct":
         return beam.Pipeline(options=PipelineOptions(convert.beam_args_with_defaults([])))
@@ -47,7 +47,7 @@ def _pipeline(config: str, pool_port: int):
 
 
 def task_convert(input_base: str, output_dir: str, config: str, pool_port: int) -> dict:
-    from tfx_tabular.io import convert, plan
+    from tfx_tabular.conversion import convert, plan
 
     dataset, splits = plan.plan_conversion(input_base)
     pipeline = _pipeline(config, pool_port)
@@ -66,7 +66,7 @@ def task_convert(input_base: str, output_dir: str, config: str, pool_port: int) 
 
 def _start_pool(ctx: Context):
     """A worker pool whose workers run this venv's python and import the code snapshot."""
-    from tfx_tabular.io.worker_pool import start_local_pool
+    from tfx_tabular.runners.worker_pool import start_local_pool
 
     env = harness.child_env()
     env["PYTHONPATH"] = os.pathsep.join([ctx.code, env.get("PYTHONPATH", "")])

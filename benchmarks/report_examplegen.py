@@ -222,7 +222,7 @@ def _targets(f: Figures) -> list[Target]:
 def _dataset(f: Figures) -> list[str]:
     facts = f.record["dataset"]
     return [
-        f"Dataset: `tfx_tabular.io.demo_data.write_dataset` — {facts['rows']:,} Criteo-shaped rows in "
+        f"Dataset: `tfx_tabular.demo.criteo.write_dataset` — {facts['rows']:,} Criteo-shaped rows in "
         f"{facts['files']} Parquet files ({harness.size(facts['bytes'])}), hive-partitioned by "
         f"`day` ({facts['partitions']} folders, {facts['first']} … {facts['last']}), "
         f"{facts['row_groups']} row groups of ≤ 65,536 rows. Columns: `label`, `I1`–`I13` int64 "

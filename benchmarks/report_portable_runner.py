@@ -53,7 +53,7 @@ def render(record: dict) -> Section:
             "JIT load are inside the conversion's seconds). Beam 2.61's Python job service runs "
             "one SDK worker per job whatever the options say; two workers are its FnApiRunner "
             "given the pool as default environment and `--direct_num_workers=2`. *Worker check*: "
-            "the pre-flight start of one pool worker (`tfx_tabular.io.workers`). *vCPU-h per 1B "
+            "the pre-flight start of one pool worker (`tfx_tabular.runners.workers`). *vCPU-h per 1B "
             f"rows*: 10^9 / rows/s × the vCPUs charged / 3600 — the machine's {cores} for the "
             "DirectRunner, one per SDK worker for the pool (the job service's own CPU, small "
             "here, is not charged).",

@@ -16,8 +16,8 @@ STOCK_BEAM_ARGS = ["--direct_running_mode=multi_processing", "--direct_num_worke
 
 
 def task_ours(input_base: str) -> dict:
-    from tfx_tabular.io import parquet
     from tfx_tabular.schemas.infer import infer_schema
+    from tfx_tabular.source import parquet
 
     start = time.perf_counter()
     dataset = parquet.open_dataset(input_base)
@@ -35,20 +35,20 @@ def task_many_files(root: str, files: int) -> dict:
     import numpy as np
     import pyarrow.parquet as pq
 
-    from tfx_tabular.io import demo_data
+    from tfx_tabular.demo import criteo
 
     if not os.path.isdir(root) or len(os.listdir(root)) < files:
         rng = np.random.default_rng(1)
         os.makedirs(root, exist_ok=True)
         for i in range(files):
             pq.write_table(
-                demo_data.criteo_batch(50 + i % 7, rng), os.path.join(root, f"part-{i:05d}.parquet")
+                criteo.criteo_batch(50 + i % 7, rng), os.path.join(root, f"part-{i:05d}.parquet")
             )
     return task_ours(root)
 
 
 def task_convert(input_base: str, output_dir: str) -> dict:
-    from tfx_tabular.io import convert, plan
+    from tfx_tabular.conversion import convert, plan
 
     if not os.path.isdir(os.path.join(output_dir, "Split-train")):
         dataset, splits = plan.plan_conversion(input_base)

@@ -52,7 +52,7 @@ def run_local_pipeline(tmp_path, name: str, components: list, **pipeline_args):
 def convert_to_examples(data: str, out: str, num_shards: int = 2):
     """ParquetExampleGen's conversion of `data` into `out` (default hash splits), as the tests'
     Examples; returns the conversion's result."""
-    from tfx_tabular.io import convert, plan
+    from tfx_tabular.conversion import convert, plan
 
     dataset, splits = plan.plan_conversion(data)
     options = plan.OutputOptions(num_shards=num_shards)
@@ -81,10 +81,10 @@ def session_tempdir(tmp_path_factory):
 def demo_dataset(tmp_path_factory) -> str:
     """The Criteo-shaped demo data: 3000 rows, day=2024-01-01..03, one file per day, row groups
     of 500 rows (6 row groups), plus the `_SUCCESS` marker Spark leaves."""
-    from tfx_tabular.io import demo_data
+    from tfx_tabular.demo import criteo
 
     root = str(tmp_path_factory.mktemp("demo") / "data")
-    demo_data.write_dataset(root, 3000, days=3, files_per_day=1, row_group_size=500)
+    criteo.write_dataset(root, 3000, days=3, files_per_day=1, row_group_size=500)
     return root
 
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tfx_tabular.io import demo_data
+from tfx_tabular.demo import criteo
 
 CLI = os.path.join(os.path.dirname(sys.executable), "tfx-tabular")
 HEAVY = ("tensorflow", "apache_beam", "tfx")
@@ -24,7 +24,7 @@ def cli(*args, **kwargs) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> str:
     root = str(tmp_path_factory.mktemp("cli") / "data")
-    demo_data.write_dataset(root, 4000, days=2, files_per_day=1, row_group_size=1000)
+    criteo.write_dataset(root, 4000, days=2, files_per_day=1, row_group_size=1000)
     return root
 
 

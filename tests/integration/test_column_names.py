@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 tf = pytest.importorskip("tensorflow")
 
-from tfx_tabular.io import convert, parquet, plan  # noqa: E402
+from tfx_tabular.conversion import convert, plan  # noqa: E402
 from tfx_tabular.schemas.infer import infer_schema  # noqa: E402
+from tfx_tabular.source import parquet  # noqa: E402
 from tfx_tabular.training import loop  # noqa: E402
 
 # Keras layer and scope names, our own layer names, and what Parquet allows beyond them.

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tfx_tabular import cli
-from tfx_tabular.io import demo_data
+from tfx_tabular.demo import criteo
 from tfx_tabular.pipelines import compiled_runner, create_pipeline, kubeflow
 from tfx_tabular.pipelines.compiled_runner import RunError, run_compiled
 
@@ -273,7 +273,7 @@ def test_compiled_kubeflow_pipeline_runs_tfx_executors_end_to_end(tmp_path, caps
     import tensorflow as tf
 
     data, root = str(tmp_path / "data"), str(tmp_path / "root")
-    demo_data.write_dataset(data, 2000, days=2, files_per_day=1, row_group_size=500)
+    criteo.write_dataset(data, 2000, days=2, files_per_day=1, row_group_size=500)
     pipeline = create_pipeline(
         "compiled",
         "gs://not-used/root",
@@ -369,8 +369,8 @@ def test_a_compiled_pipeline_reruns_on_a_second_data_root_without_recompiling(tm
     count) and changes epochs, batch size and learning rate: the second Examples hold the
     second dataset's rows, and the Trainer trains on them with the overridden values."""
     data_a, data_b = str(tmp_path / "a"), str(tmp_path / "b")
-    demo_data.write_dataset(data_a, 600, days=2, files_per_day=1, row_group_size=200)
-    demo_data.write_dataset(data_b, 1500, days=3, files_per_day=1, row_group_size=500, seed=1)
+    criteo.write_dataset(data_a, 600, days=2, files_per_day=1, row_group_size=200)
+    criteo.write_dataset(data_b, 1500, days=3, files_per_day=1, row_group_size=500, seed=1)
     pipeline = create_pipeline(
         "params", "gs://not-used/root", data_a, batch_size=32, epochs=1, task="binary"
     )
@@ -544,7 +544,7 @@ def test_compiled_pipeline_on_gs_runs_under_the_kfp_launcher_end_to_end(tmp_path
     import tensorflow as tf
 
     data = tmp_path / "data"
-    demo_data.write_dataset(str(data), 1000, days=2, files_per_day=1, row_group_size=500)
+    criteo.write_dataset(str(data), 1000, days=2, files_per_day=1, row_group_size=500)
     for path in sorted(data.rglob("*")):
         if path.is_file():
             tf_gcs.blob(f"data/{path.relative_to(data)}").upload_from_filename(str(path))

@@ -13,7 +13,7 @@ from tfx.orchestration import metadata
 from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
 
 from tfx_tabular.components import ParquetExampleGen
-from tfx_tabular.io import demo_data
+from tfx_tabular.demo import criteo
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +36,7 @@ def _pipeline(root, data, **example_gen_args):
 
 def test_stock_components_consume_parquet_example_gen_output(tmp_path):
     data = str(tmp_path / "data")
-    demo_data.write_dataset(data, 3000, days=3, files_per_day=1, row_group_size=500)
+    criteo.write_dataset(data, 3000, days=3, files_per_day=1, row_group_size=500)
     BeamDagRunner().run(_pipeline(str(tmp_path), data, split_by_partition="day"))
 
     config = metadata.sqlite_metadata_connection_config(str(tmp_path / "metadata.sqlite"))
@@ -70,14 +70,14 @@ def test_stock_components_consume_parquet_example_gen_output(tmp_path):
 
 def test_second_run_with_unchanged_input_is_cached_and_changed_input_is_not(tmp_path):
     data = str(tmp_path / "data")
-    demo_data.write_dataset(data, 600, days=2, files_per_day=1, row_group_size=300)
+    criteo.write_dataset(data, 600, days=2, files_per_day=1, row_group_size=300)
     for _ in range(2):
         BeamDagRunner().run(_pipeline(str(tmp_path), data))
     config = metadata.sqlite_metadata_connection_config(str(tmp_path / "metadata.sqlite"))
     with metadata.Metadata(config) as m:
         assert len(m.store.get_artifacts_by_type("Examples")) == 1
     extra = str(tmp_path / "extra")
-    demo_data.write_dataset(extra, 100, days=1, files_per_day=1)
+    criteo.write_dataset(extra, 100, days=1, files_per_day=1)
     os.rename(os.path.join(extra, "day=2024-01-01"), os.path.join(data, "day=2024-01-09"))
     BeamDagRunner().run(_pipeline(str(tmp_path), data))
     with metadata.Metadata(config) as m:

@@ -16,7 +16,7 @@ import tensorflow as tf
 from ml_metadata.proto import metadata_store_pb2
 from tfx.orchestration import metadata
 
-from tfx_tabular.io import demo_data
+from tfx_tabular.demo import criteo
 
 pytestmark = pytest.mark.slow
 WORKER = str(pathlib.Path(__file__).with_name("example_gen_worker.py"))
@@ -40,7 +40,7 @@ def _records(uri):
 
 def test_example_gen_killed_mid_run_then_rerun_publishes_once_and_completely(tmp_path):
     data, root, db = str(tmp_path / "data"), str(tmp_path / "root"), str(tmp_path / "mlmd.sqlite")
-    demo_data.write_dataset(data, ROWS, days=2, files_per_day=2, row_group_size=5_000)
+    criteo.write_dataset(data, ROWS, days=2, files_per_day=2, row_group_size=5_000)
 
     # Small batches make the conversion slow enough to be killed while shards are half written.
     killed = _run(data, root, db, batch_size=64)

@@ -11,7 +11,7 @@ from conftest import IN_MEMORY_BEAM
 from tfx.orchestration import metadata
 from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
 
-from tfx_tabular.io import demo_data
+from tfx_tabular.demo import criteo
 from tfx_tabular.pipelines import create_pipeline
 from tfx_tabular.pipelines.pipeline import local_metadata_path
 from tfx_tabular.pipelines.run_report import collect_run_report, format_run_report
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 def test_full_pipeline_with_stock_components(tmp_path):
     data = str(tmp_path / "data")
-    demo_data.write_dataset(data, 1500, days=3, files_per_day=1, row_group_size=500)
+    criteo.write_dataset(data, 1500, days=3, files_per_day=1, row_group_size=500)
     root = str(tmp_path / "root")
     BeamDagRunner().run(
         create_pipeline(

@@ -22,10 +22,11 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.transforms.environments import ExternalEnvironment
 from conftest import BUCKET, IN_MEMORY_BEAM, free_port, upload
 
-from tfx_tabular.io import convert as conversion
-from tfx_tabular.io import parquet, plan
-from tfx_tabular.io.worker_pool import start_local_pool
-from tfx_tabular.io.workers import TIMEOUT_VARIABLE
+from tfx_tabular.conversion import convert as conversion
+from tfx_tabular.conversion import plan
+from tfx_tabular.runners.worker_pool import start_local_pool
+from tfx_tabular.runners.workers import TIMEOUT_VARIABLE
+from tfx_tabular.source import parquet
 
 pytestmark = pytest.mark.slow
 
@@ -211,8 +212,8 @@ def test_statistics_mode_on_the_worker_pool(gcs, pool, data):
 
 
 def test_statistics_mode_off_the_local_runner_needs_a_shared_temp_location(pool, data):
-    from tfx_tabular.io.parquet import InputError
     from tfx_tabular.schemas.source import schema_of
+    from tfx_tabular.source.parquet import InputError
 
     with pytest.raises(InputError, match="--temp_location"):
         schema_of(data, statistics=True, beam_pipeline_args=pool.args)

@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from tfx_tabular.io import demo_data, staging
+from tfx_tabular.conversion import staging
+from tfx_tabular.demo import criteo
 
 tf = pytest.importorskip("tensorflow")
 
@@ -20,7 +21,7 @@ ROWS = 120_000
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> str:
     root = str(tmp_path_factory.mktemp("race") / "data")
-    demo_data.write_dataset(root, ROWS, days=4, files_per_day=2, row_group_size=5_000)
+    criteo.write_dataset(root, ROWS, days=4, files_per_day=2, row_group_size=5_000)
     return root
 
 

@@ -12,14 +12,14 @@ from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
 from tfx.utils import io_utils
 
 from tfx_tabular.components import ParquetExampleGen, ParquetSchemaGen
-from tfx_tabular.io import demo_data
+from tfx_tabular.demo import criteo
 
 pytestmark = pytest.mark.slow
 
 
 def test_schema_from_examples_feeds_stock_example_validator(tmp_path):
     data = str(tmp_path / "data")
-    demo_data.write_dataset(data, 2000, days=2, files_per_day=1, row_group_size=500)
+    criteo.write_dataset(data, 2000, days=2, files_per_day=1, row_group_size=500)
     curated = tmp_path / "curated.pbtxt"
     curated.write_text(
         'feature { name: "I2" deprecated: true }\n'

@@ -8,14 +8,14 @@ from conftest import run_local_pipeline
 from tfx import v1 as tfx
 
 from tfx_tabular.components import ParquetExampleGen, ParquetSchemaGen
-from tfx_tabular.io import demo_data
+from tfx_tabular.demo import criteo
 
 pytestmark = pytest.mark.slow
 
 
 def test_stock_trainer_reads_our_examples_with_our_schema(tmp_path):
     data = str(tmp_path / "data")
-    demo_data.write_dataset(data, 600, days=2, files_per_day=1, row_group_size=300)
+    criteo.write_dataset(data, 600, days=2, files_per_day=1, row_group_size=300)
     example_gen = ParquetExampleGen(input_base=data)
     schema_gen = ParquetSchemaGen(examples=example_gen.outputs["examples"], label="label")
     trainer = tfx.components.Trainer(

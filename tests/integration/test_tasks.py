@@ -14,8 +14,8 @@ import tensorflow as tf
 from conftest import convert_to_examples
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from tfx_tabular.io import parquet
 from tfx_tabular.schemas.infer import infer_schema
+from tfx_tabular.source import parquet
 from tfx_tabular.training import loop
 
 pytestmark = pytest.mark.slow

@@ -10,7 +10,7 @@ from conftest import run_local_pipeline
 from tfx import v1 as tfx
 
 from tfx_tabular.components import ParquetExampleGen, ParquetSchemaGen, TabularTrainer
-from tfx_tabular.io import demo_data
+from tfx_tabular.demo import criteo
 
 pytestmark = pytest.mark.slow
 
@@ -53,7 +53,7 @@ def _parsed_features(run):
 
 def test_trainer_uses_the_schema_artifact_and_exports_a_serving_model(tmp_path):
     data = str(tmp_path / "data")
-    demo_data.write_dataset(data, 1500, days=2, files_per_day=1, row_group_size=500)
+    criteo.write_dataset(data, 1500, days=2, files_per_day=1, row_group_size=500)
     run, model, train_rows = _run(tmp_path, data)
     props = run.custom_properties
     # Steps per epoch from the recorded row count (no data pass), 2 epochs.
@@ -92,7 +92,7 @@ def test_hyperparameters_custom_config_and_base_model_reach_the_trainer(tmp_path
     import keras_tuner
 
     data = str(tmp_path / "data")
-    demo_data.write_dataset(data, 900, days=1, files_per_day=1, row_group_size=300)
+    criteo.write_dataset(data, 900, days=1, files_per_day=1, row_group_size=300)
     tuned = tmp_path / "tuned"
     tuned.mkdir()
     space = keras_tuner.HyperParameters()

@@ -18,8 +18,9 @@ from conftest import convert_to_examples
 from tfx.utils import io_utils
 
 from tfx_tabular import input_fn
-from tfx_tabular.io import demo_data, parquet
+from tfx_tabular.demo import criteo
 from tfx_tabular.schemas.infer import infer_schema
+from tfx_tabular.source import parquet
 
 WORKER = str(pathlib.Path(__file__).with_name("train_worker.py"))
 
@@ -27,7 +28,7 @@ WORKER = str(pathlib.Path(__file__).with_name("train_worker.py"))
 @pytest.fixture(scope="module")
 def examples(tmp_path_factory):
     root = tmp_path_factory.mktemp("training")
-    demo_data.write_dataset(str(root / "data"), 4000, days=2, files_per_day=2, row_group_size=500)
+    criteo.write_dataset(str(root / "data"), 4000, days=2, files_per_day=2, row_group_size=500)
     out = str(root / "examples")
     convert_to_examples(str(root / "data"), out, num_shards=4)
     schema_path = str(root / "schema.pbtxt")

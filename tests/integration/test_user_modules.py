@@ -20,8 +20,9 @@ from tfx_bsl.public import tfxio
 
 from tfx_tabular.components import ParquetExampleGen, ParquetSchemaGen, TabularTrainer
 from tfx_tabular.components.tabular_trainer import user_code
-from tfx_tabular.io import demo_data, parquet
+from tfx_tabular.demo import criteo
 from tfx_tabular.schemas.infer import infer_schema
+from tfx_tabular.source import parquet
 
 pytestmark = pytest.mark.slow
 HERE = pathlib.Path(__file__).parent
@@ -30,7 +31,7 @@ HERE = pathlib.Path(__file__).parent
 @pytest.fixture(scope="module")
 def examples(tmp_path_factory):
     root = tmp_path_factory.mktemp("modules")
-    demo_data.write_dataset(str(root / "data"), 900, days=1, files_per_day=1, row_group_size=300)
+    criteo.write_dataset(str(root / "data"), 900, days=1, files_per_day=1, row_group_size=300)
     out = str(root / "examples")
     convert_to_examples(str(root / "data"), out, num_shards=2)
     artifact = standard_artifacts.Examples()
@@ -84,7 +85,7 @@ def _run(tmp_path, components):
 
 def test_a_stock_trainer_module_runs_unchanged(tmp_path):
     data = str(tmp_path / "data")
-    demo_data.write_dataset(data, 600, days=2, files_per_day=1, row_group_size=300)
+    criteo.write_dataset(data, 600, days=2, files_per_day=1, row_group_size=300)
     example_gen = ParquetExampleGen(input_base=data)
     schema_gen = ParquetSchemaGen(examples=example_gen.outputs["examples"], label="label")
     trainer = TabularTrainer(

@@ -25,8 +25,9 @@ from tfx.utils import io_utils, json_utils, path_utils, proto_utils
 
 from tfx_tabular.components import TabularTrainer
 from tfx_tabular.components.tabular_trainer import vertex
-from tfx_tabular.io import demo_data, parquet
+from tfx_tabular.demo import criteo
 from tfx_tabular.schemas.infer import infer_schema
+from tfx_tabular.source import parquet
 
 IMAGE = "us-docker.pkg.dev/example/repo/tfx-tabular:1.0"
 
@@ -122,7 +123,7 @@ def trainer_run(tmp_path, monkeypatch):
     runs the executor with `launch(project, training_job, ...)` in place of creating the job on
     Vertex and waiting for it."""
     data, out = str(tmp_path / "data"), str(tmp_path / "examples")
-    demo_data.write_dataset(data, 3000, days=2, files_per_day=2, row_group_size=500)
+    criteo.write_dataset(data, 3000, days=2, files_per_day=2, row_group_size=500)
     result = convert_to_examples(data, out)
     examples = standard_artifacts.Examples()
     examples.uri = out

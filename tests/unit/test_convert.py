@@ -1,4 +1,4 @@
-"""tfx_tabular.io.convert: partitioned Parquet → Split-*/data_tfrecord-* shards, as a Beam pipeline."""
+"""tfx_tabular.conversion.convert: partitioned Parquet → Split-*/data_tfrecord-* shards, as a Beam pipeline."""
 
 import collections
 import glob
@@ -12,10 +12,17 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import HIVE_FILES, IN_MEMORY_BEAM
 
-from tfx_tabular.io import convert as conversion
-from tfx_tabular.io.parquet import InputError, open_dataset
-from tfx_tabular.io.plan import OutputOptions, Splits, splits_by_partition, splits_by_patterns
-from tfx_tabular.io.staging import STAGING_DIR
+from tfx_tabular.coders import encoding
+from tfx_tabular.conversion import convert as conversion
+from tfx_tabular.conversion import publish
+from tfx_tabular.conversion.plan import (
+    OutputOptions,
+    Splits,
+    splits_by_partition,
+    splits_by_patterns,
+)
+from tfx_tabular.conversion.staging import STAGING_DIR
+from tfx_tabular.source.parquet import InputError, open_dataset
 
 tf = pytest.importorskip("tensorflow")
 from tensorflow.core.example import example_pb2  # noqa: E402
@@ -427,7 +434,7 @@ def test_strings_stored_every_way_write_their_values(tmp_path):
     assert all(c.has_dictionary_page for c in chunks)  # "many": fell back to plain pages
     assert "PLAIN" in chunks[1].encodings
     expected = sorted(
-        conversion.encoding.encode(b, open_dataset(str(tmp_path / "in")).features).records()
+        encoding.encode(b, open_dataset(str(tmp_path / "in")).features).records()
         for b in table.to_batches()
     )
     expected = sorted(r for records in expected for r in records)
@@ -446,7 +453,7 @@ def test_strings_stored_every_way_write_their_values(tmp_path):
 
 
 def test_freed_batch_buffers_are_kept_for_the_next_batch():
-    assert conversion.encoding.reuse_freed_memory()  # glibc here: its mallopt took both settings
+    assert encoding.reuse_freed_memory()  # glibc here: its mallopt took both settings
 
 
 @pytest.mark.parametrize("count", [0, 1, 3, 20])
@@ -455,5 +462,5 @@ def test_statistics_parts_are_read_in_shard_order(tmp_path, count):
     for i in range(count):
         paths.append(str(tmp_path / f"part-{i}"))
         (tmp_path / f"part-{i}").write_bytes(b"x" * (count - i) + str(i).encode())
-    read = list(conversion._read_ahead(paths, depth=3))
+    read = list(publish._read_ahead(paths, depth=3))
     assert read == [b"x" * (count - i) + str(i).encode() for i in range(count)]

@@ -1,4 +1,4 @@
-"""tfx_tabular.io.encoding: Arrow record batches → serialized tf.Example, checked against independent
+"""tfx_tabular.coders.encoding: Arrow record batches → serialized tf.Example, checked against independent
 expectations, tf.io.parse_example, and tfx_bsl's encoder and decoder. No Beam here."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from tfx_tabular.io.encoding import ConversionError, encode
-from tfx_tabular.io.mapping import UnsupportedColumnError, features_of
+from tfx_tabular.coders.encoding import ConversionError, encode
+from tfx_tabular.source.mapping import UnsupportedColumnError, features_of
 
 tf = pytest.importorskip("tensorflow")
 from tensorflow.core.example import example_pb2  # noqa: E402
@@ -37,7 +37,7 @@ def examples(n: int) -> int:
     return max(1, int(n * SCALE))
 
 
-# --- the type table, written independently of tfx_tabular.io.mapping ------------------------
+# --- the type table, written independently of tfx_tabular.source.mapping ------------------------
 
 
 def _epoch_int(value, unit: str) -> int:
@@ -537,8 +537,8 @@ def test_all_null_list_columns_encode(array):
 
 SLICED_FIXED_SIZE_BINARY = """
 import pyarrow as pa
-from tfx_tabular.io.encoding import encode
-from tfx_tabular.io.mapping import features_of
+from tfx_tabular.coders.encoding import encode
+from tfx_tabular.source.mapping import features_of
 batch = pa.RecordBatch.from_arrays(
     [pa.array([b"abc", b"def", b"ghi"], pa.binary(3)),
      pa.array([None, [b"abc"], [b"def", b"ghi"]], pa.list_(pa.binary(3)))], ["f", "l"])
@@ -855,7 +855,7 @@ def test_framing_of_a_large_batch_and_its_fingerprints(tmp_path):
 
 
 def test_crc32c_kernels_match_the_standard_check_value_and_each_other():
-    from tfx_tabular.io import encoding
+    from tfx_tabular.coders import encoding
 
     check = np.frombuffer(b"123456789", np.uint8)  # CRC32C("123456789") = 0xE3069283 (RFC 3720)
     data = np.random.default_rng(7).integers(0, 256, 5000).astype(np.uint8)
@@ -871,7 +871,7 @@ def test_crc32c_kernels_match_the_standard_check_value_and_each_other():
 def test_fingerprints_are_stable_across_versions():
     """Hash splits put a row where its fingerprint says: changing the hash moves rows between
     splits, so these values (from the first release) must not change."""
-    from tfx_tabular.io.encoding import fingerprints
+    from tfx_tabular.coders.encoding import fingerprints
 
     buf = np.frombuffer(b"a tf.Example record, 8-byte words and a tail!", np.uint8)
     assert fingerprints(buf, np.array([0, 45, 45]), 0, 0).tolist() == [

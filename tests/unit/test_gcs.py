@@ -15,11 +15,11 @@ import pytest
 from conftest import BUCKET, IN_MEMORY_BEAM, upload
 from test_convert import TEMP_DIR, read_split, run
 
-from tfx_tabular.io import convert as conversion
-from tfx_tabular.io import plan
-from tfx_tabular.io.parquet import SOURCE_METADATA_FILE, InputError, open_dataset
-from tfx_tabular.io.plan import OutputOptions
-from tfx_tabular.io.staging import PUBLISHED_MARKER
+from tfx_tabular.conversion import convert as conversion
+from tfx_tabular.conversion import plan
+from tfx_tabular.conversion.plan import OutputOptions
+from tfx_tabular.conversion.staging import PUBLISHED_MARKER
+from tfx_tabular.source.parquet import SOURCE_METADATA_FILE, InputError, open_dataset
 
 SPLITS = ("train", "eval")
 

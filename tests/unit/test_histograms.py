@@ -1,4 +1,4 @@
-"""tfx_tabular.io.histograms: the protos of TFDV 1.16.1's quantiles_util, bit for bit, on quantiles
+"""tfx_tabular.statistics.histograms: the protos of TFDV 1.16.1's quantiles_util, bit for bit, on quantiles
 from tfx_bsl's QuantilesSketch and on hand-made edge cases; TFDV's rejections are rejected too."""
 
 import math
@@ -10,7 +10,8 @@ import pytest
 from tensorflow_metadata.proto.v0 import statistics_pb2
 from tfx_bsl.sketches import QuantilesSketch
 
-from tfx_tabular.io import histograms, statistics
+from tfx_tabular.statistics import engine as statistics
+from tfx_tabular.statistics import histograms
 
 INF, NAN = float("inf"), float("nan")
 NUM_QUANTILE_BUCKETS = 1000  # as the statistics read the equi-width histogram off (10 x 100)
@@ -41,7 +42,7 @@ def test_the_comparison_sees_a_sign_of_zero():
         assert_same(zero, negative_zero)
 
 
-# --- Quantiles from tfx_bsl's sketch, as tfx_tabular.io.statistics (and TFDV) obtain them.
+# --- Quantiles from tfx_bsl's sketch, as tfx_tabular.statistics.engine (and TFDV) obtain them.
 
 
 def _integers(rng, size):

@@ -82,9 +82,10 @@ import pyarrow.parquet as pq
 import pytest
 from test_convert import assert_published, features, read_split, run
 
-from tfx_tabular.io import parquet, plan
-from tfx_tabular.io.parquet import InputError, open_dataset
-from tfx_tabular.io.plan import OutputOptions, Splits, splits_by_partition
+from tfx_tabular.conversion import plan
+from tfx_tabular.conversion.plan import OutputOptions, Splits, splits_by_partition
+from tfx_tabular.source import parquet
+from tfx_tabular.source.parquet import InputError, open_dataset
 
 tf = pytest.importorskip("tensorflow")
 from tensorflow.core.example import example_pb2  # noqa: E402

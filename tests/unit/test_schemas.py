@@ -16,8 +16,9 @@ from conftest import IN_MEMORY_BEAM
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from tfx_tabular import feature_spec
-from tfx_tabular.io import convert, parquet, plan
+from tfx_tabular.conversion import convert, plan
 from tfx_tabular.schemas.infer import SchemaError, infer_schema, overlay
+from tfx_tabular.source import parquet
 
 UTC = datetime.timezone.utc
 

@@ -106,7 +106,7 @@ UNSAFE_CALLS = {
 # Beam ships DoFns between workers as pickles by design; parquet restores the DoFn's file
 # descriptions (built from footers by this process) the same way, faster. Pipeline state, never
 # the contents of a data file.
-PIPELINE_STATE_PICKLES = {("io/parquet.py", "pickle.loads")}
+PIPELINE_STATE_PICKLES = {("source/parquet.py", "pickle.loads")}
 # The only places that import code by a name not written in our source: the lazy-import tables
 # (constant names) and the Trainer's model_fn / run_fn / module_file, which the user configures.
 CODE_LOADERS = {"importlib.import_module", "import_utils.import_func_from_source"}

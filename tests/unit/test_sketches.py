@@ -1,11 +1,11 @@
-"""tfx_tabular.io.sketches: the string sketches keyed by 64-bit hashes (Misra-Gries top-k and
+"""tfx_tabular.statistics.sketches: the string sketches keyed by 64-bit hashes (Misra-Gries top-k and
 K-minimum values), exact where the docs say, within their bounds beyond, mergeable."""
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
-from tfx_tabular.io.sketches import (
+from tfx_tabular.statistics.sketches import (
     DistinctCount,
     TopK,
     _hash_order,

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from tfx_tabular.io import staging
-from tfx_tabular.io.staging import OutputTakenError, Staging, clean_abandoned
+from tfx_tabular.conversion import staging
+from tfx_tabular.conversion.staging import OutputTakenError, Staging, clean_abandoned
 
 
 def _folders(output_dir) -> set:

@@ -1,4 +1,4 @@
-"""tfx_tabular.io.statistics: exact where TFDV is exact, within the stated bounds where sketched,
+"""tfx_tabular.statistics.engine: exact where TFDV is exact, within the stated bounds where sketched,
 mergeable in any batching, deterministic, and readable by TFDV's loaders and visualization."""
 
 import glob
@@ -10,8 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import IN_MEMORY_BEAM
 
-from tfx_tabular.io import convert, encoding, plan, statistics
-from tfx_tabular.io.mapping import features_of
+from tfx_tabular.coders import encoding
+from tfx_tabular.conversion import convert, plan, transform
+from tfx_tabular.source.mapping import features_of
+from tfx_tabular.statistics import engine as statistics
 
 
 def split_statistics(table: pa.Table, batch_rows: int, parts: int = 1):
@@ -201,7 +203,9 @@ def test_conversion_statistics_are_deterministic_and_load_in_tfdv(hive_dataset, 
             beam_args,
             statistics_dir=str(tmp_path / run / "statistics"),
         )
-        left = glob.glob(str(tmp_path / run / "**" / convert.STATISTICS_PARTS_DIR), recursive=True)
+        left = glob.glob(
+            str(tmp_path / run / "**" / transform.STATISTICS_PARTS_DIR), recursive=True
+        )
         assert not left  # the shards' parts go with the staging folder
         files = sorted(glob.glob(str(tmp_path / run / "statistics" / "Split-*" / "*")))
         assert [os.path.relpath(f, tmp_path / run) for f in files] == [

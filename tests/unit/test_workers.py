@@ -7,7 +7,7 @@ import time
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from tfx_tabular.io.workers import TIMEOUT_VARIABLE, WorkerStartError, check_sdk_workers
+from tfx_tabular.runners.workers import TIMEOUT_VARIABLE, WorkerStartError, check_sdk_workers
 
 
 def _external(port: int, *extra: str) -> PipelineOptions:

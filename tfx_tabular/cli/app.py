@@ -117,9 +117,9 @@ def _hint(error: BaseException) -> Optional[str]:
 
 def classify(error: BaseException) -> Exit:
     from tfx_tabular.cli.data import UsageError
-    from tfx_tabular.io.parquet import InputError
     from tfx_tabular.pipelines.kubeflow import CompileError
     from tfx_tabular.schemas.infer import SchemaError
+    from tfx_tabular.source.parquet import InputError
 
     if isinstance(error, (CompileError, UsageError)):
         return Exit.USAGE

@@ -111,7 +111,7 @@ def _add_conversion_arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_convert(args) -> dict:
     from tfx_tabular.components.progress import Progress
-    from tfx_tabular.io import convert, plan
+    from tfx_tabular.conversion import convert, plan
 
     dataset, splits = plan.plan_conversion(
         args.input,
@@ -333,8 +333,9 @@ def _cell(value, width: int = 28) -> str:
 
 
 def cmd_head(args) -> dict:
-    from tfx_tabular.io import parquet, peek
+    from tfx_tabular.conversion import peek
     from tfx_tabular.schemas.infer import infer_schema
+    from tfx_tabular.source import parquet
 
     if parquet.is_examples_folder(args.path):
         schema = infer_schema(parquet.read_source_metadata(args.path))

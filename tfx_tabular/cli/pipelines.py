@@ -162,13 +162,13 @@ def cmd_run(args) -> dict:
 
 
 def cmd_demo(args) -> dict:
-    from tfx_tabular.io import demo_data
+    from tfx_tabular.demo import criteo
 
     data = os.path.join(args.workdir, "data")
     if not os.path.isdir(data):
         start = time.perf_counter()
         say(args, f"generating a Criteo-shaped dataset: {args.rows:,} rows → {data}")
-        demo_data.write_dataset(data, args.rows)
+        criteo.write_dataset(data, args.rows)
         say(args, f"  done in {time.perf_counter() - start:.1f} s")
     return _run_pipeline(args, data, os.path.abspath(os.path.join(args.workdir, "pipeline")))
 

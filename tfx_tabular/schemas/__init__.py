@@ -1,6 +1,6 @@
 """Schemas: inference from Parquet metadata (`infer`), optional TFDV statistics over a sample
 (`statistics`), and the parsing spec (`parsing`), all over the one Arrow → tf.Example mapping in
-`tfx_tabular.io.mapping`.
+`tfx_tabular.source.mapping`.
 
 No TFX imports, and imported lazily: `import tfx_tabular.schemas` loads neither TensorFlow nor TFDV.
 """

@@ -1,5 +1,5 @@
 """A tensorflow_metadata Schema from Parquet metadata (footers only). It follows
-`tfx_tabular.io.mapping.features_of`, the mapping ParquetExampleGen writes by.
+`tfx_tabular.source.mapping.features_of`, the mapping ParquetExampleGen writes by.
 
 What the footers tell, per feature:
 * type INT / FLOAT / BYTES;
@@ -24,8 +24,8 @@ import numpy as np
 import pyarrow as pa
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from tfx_tabular.io.mapping import Feature, Kind, features_of
-from tfx_tabular.io.parquet import SourceMetadata
+from tfx_tabular.source.mapping import Feature, Kind, features_of
+from tfx_tabular.source.parquet import SourceMetadata
 
 LABEL_TAG = "tfx_tabular:label"
 PARTITION_TAG = "tfx_tabular:partition"

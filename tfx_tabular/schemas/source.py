@@ -10,7 +10,6 @@ from typing import Optional, Sequence
 
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from tfx_tabular.io import parquet
 from tfx_tabular.schemas.infer import SchemaError, infer_schema, overlay
 from tfx_tabular.schemas.statistics import (
     DEFAULT_MAX_VOCABULARY,
@@ -18,6 +17,7 @@ from tfx_tabular.schemas.statistics import (
     StatisticsReport,
     statistics_overlay,
 )
+from tfx_tabular.source import parquet
 
 
 @dataclasses.dataclass

@@ -19,9 +19,12 @@ from typing import Mapping, Optional
 
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
-from tfx_tabular.io import statistics as io_statistics
+from tfx_tabular import statistics as example_statistics
 
-_PLACEHOLDERS = {io_statistics.NON_UTF8_PLACEHOLDER, io_statistics.LARGE_BYTES_PLACEHOLDER}
+_PLACEHOLDERS = {
+    example_statistics.NON_UTF8_PLACEHOLDER,
+    example_statistics.LARGE_BYTES_PLACEHOLDER,
+}
 
 
 def load_split_statistics(uri: str) -> dict[str, statistics_pb2.DatasetFeatureStatisticsList]:
@@ -29,14 +32,16 @@ def load_split_statistics(uri: str) -> dict[str, statistics_pb2.DatasetFeatureSt
     import tensorflow as tf
 
     result = {}
-    for path in sorted(tf.io.gfile.glob(posixpath.join(uri, "Split-*", io_statistics.FILE_NAME))):
+    for path in sorted(
+        tf.io.gfile.glob(posixpath.join(uri, "Split-*", example_statistics.FILE_NAME))
+    ):
         split = posixpath.basename(posixpath.dirname(path))[len("Split-") :]
         stats = statistics_pb2.DatasetFeatureStatisticsList()
         with tf.io.gfile.GFile(path, "rb") as handle:
             stats.ParseFromString(handle.read())
         result[split] = stats
     if not result:
-        raise ValueError(f"no Split-*/{io_statistics.FILE_NAME} under the statistics {uri}")
+        raise ValueError(f"no Split-*/{example_statistics.FILE_NAME} under the statistics {uri}")
     return result
 
 

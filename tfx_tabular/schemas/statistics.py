@@ -33,7 +33,8 @@ def sample_parquet(dataset, rows: int, path: str) -> int:
     """Write up to `rows` rows of a Parquet dataset as tf.Examples, through the ExampleGen encoder:
     an equal share from the start of every row group of every file, so the sample spans files,
     partitions and the row groups within each file."""
-    from tfx_tabular.io import encoding, parquet
+    from tfx_tabular.coders import encoding
+    from tfx_tabular.source import parquet
 
     units = [(info, group) for info in dataset.files for group in range(len(info.row_group_rows))]
     if not units:
@@ -97,7 +98,7 @@ def _shared_folder(beam_pipeline_args: Sequence[str]):
         StandardOptions,
     )
 
-    from tfx_tabular.io.staging import delete_tree
+    from tfx_tabular.conversion.staging import delete_tree
 
     options = PipelineOptions(list(beam_pipeline_args))
     temp_location = options.view_as(GoogleCloudOptions).temp_location
@@ -113,7 +114,7 @@ def _shared_folder(beam_pipeline_args: Sequence[str]):
         runner not in ("DirectRunner", "direct")
         or options.view_as(PortableOptions).environment_type
     ):
-        from tfx_tabular.io.parquet import InputError
+        from tfx_tabular.source.parquet import InputError
 
         raise InputError(
             f"statistics mode on {runner} needs --temp_location, a folder its workers share "
@@ -160,7 +161,7 @@ def statistics_overlay(
     statistics pass through a folder the runner's workers share (see `_shared_folder`)."""
     import tensorflow_data_validation as tfdv
 
-    from tfx_tabular.io.workers import check_sdk_workers
+    from tfx_tabular.runners.workers import check_sdk_workers
 
     start = time.perf_counter()
     with _shared_folder(beam_pipeline_args) as folder:

@@ -58,7 +58,7 @@ class ParquetExampleGen(base_beam_component.BaseBeamComponent):
 
     `compute_statistics` (default on): a second output, `statistics`, the `ExampleStatistics`
     stock StatisticsGen would write for the same Examples (`Split-<name>/FeatureStats.pb`),
-    computed while converting (`tfx_tabular.io.statistics`); stock SchemaGen, ExampleValidator
+    computed while converting (`tfx_tabular.statistics.engine`); stock SchemaGen, ExampleValidator
     and ParquetSchemaGen read it.
     """
 

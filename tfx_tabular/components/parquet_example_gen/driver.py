@@ -9,7 +9,7 @@ from typing import Iterable, Optional
 from tfx.components.example_gen import driver, input_processor
 from tfx.proto import example_gen_pb2, range_config_pb2
 
-from tfx_tabular.io import parquet
+from tfx_tabular.source import parquet
 
 
 class _InputProcessor(input_processor.FileBasedInputProcessor):

@@ -1,4 +1,4 @@
-"""ParquetExampleGen's executor: resolves its parameters and runs `tfx_tabular.io.convert`."""
+"""ParquetExampleGen's executor: resolves its parameters and runs `tfx_tabular.conversion.convert`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tfx.utils import proto_utils
 from tfx_tabular.components.parameters import resolve
 from tfx_tabular.components.parquet_example_gen import driver, spec
 from tfx_tabular.components.progress import Progress
-from tfx_tabular.io import convert, plan
+from tfx_tabular.conversion import convert, plan
 
 
 def _plan(exec_properties: Dict[str, Any]) -> tuple:

@@ -1,7 +1,7 @@
 """ParquetExampleGen's parameters and their defaults, for component, executor and CLI alike.
 
 Input, output and range configs are FileBasedExampleGen's protos, handled by the component; the
-defaults of the conversion itself come from `tfx_tabular.io.plan`, which runs it.
+defaults of the conversion itself come from `tfx_tabular.conversion.plan`, which runs it.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from tfx_tabular.components.parameters import Parameter
-from tfx_tabular.io.plan import DEFAULT_BUCKETS, OutputOptions
+from tfx_tabular.conversion.plan import DEFAULT_BUCKETS, OutputOptions
 
 EXAMPLES = "examples"
 STATISTICS = "statistics"  # the optional ExampleStatistics output, computed while converting

@@ -12,8 +12,8 @@ from typing import Iterator, Optional
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from tfx_tabular.io import parquet
-from tfx_tabular.io.parquet import InputError
+from tfx_tabular.source import parquet
+from tfx_tabular.source.parquet import InputError
 
 SPLIT_PREFIX = "Split-"
 

@@ -11,8 +11,8 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 import pyarrow as pa
 
-from tfx_tabular.io import parquet
-from tfx_tabular.io.parquet import Dataset, InputError
+from tfx_tabular.source import parquet
+from tfx_tabular.source.parquet import Dataset, InputError
 
 COMPRESSIONS = ("none", "gzip")
 DEFAULT_BUCKETS = (("train", 2), ("eval", 1))  # FileBasedExampleGen's default split

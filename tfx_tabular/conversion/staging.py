@@ -23,7 +23,7 @@ from typing import Optional
 
 from apache_beam.io.filesystems import FileSystems
 
-from tfx_tabular.io.parquet import InputError
+from tfx_tabular.source.parquet import InputError
 
 STAGING_DIR = ".tfx-tabular-incomplete"
 OWNER_FILE = "owner.json"

@@ -26,12 +26,12 @@ from numba.core import cgutils
 from numba.cpython.unsafe.numbers import leading_zeros
 from numba.extending import intrinsic
 
-from tfx_tabular.io.mapping import Feature, Kind
+from tfx_tabular.source.mapping import Feature, Kind
 
 _INT64_MAX = np.iinfo(np.int64).max
 
 if sys.byteorder != "little":  # the kernels read 8-byte little-endian words (hashes, CRC)
-    raise ImportError("tfx_tabular.io.encoding needs a little-endian machine")
+    raise ImportError("tfx_tabular.coders.encoding needs a little-endian machine")
 
 
 # glibc's mallopt parameters (malloc.h).

@@ -50,10 +50,10 @@ from tensorflow_metadata.proto.v0 import statistics_pb2
 from tfx_bsl.arrow import array_util
 from tfx_bsl.sketches import QuantilesSketch
 
-from tfx_tabular.io import histograms
-from tfx_tabular.io.encoding import FeatureValues
-from tfx_tabular.io.mapping import Feature, Kind
-from tfx_tabular.io.sketches import DistinctCount, TopK, string_hash, string_table
+from tfx_tabular.coders.encoding import FeatureValues
+from tfx_tabular.source.mapping import Feature, Kind
+from tfx_tabular.statistics import histograms
+from tfx_tabular.statistics.sketches import DistinctCount, TopK, string_hash, string_table
 
 # tensorflow_data_validation.StatsOptions' defaults, as stock StatisticsGen runs it.
 NUM_TOP_VALUES = 20

@@ -1,27 +1,22 @@
-"""Partitioned Parquet → TFRecord tf.Example shards, as one Beam pipeline.
+"""The Beam conversion: partitioned Parquet → TFRecord tf.Example shards in a staging folder.
 
-Work is planned from Parquet footers: row groups are dealt into `num_shards` shards, and each
-shard is one DoFn call that streams its row groups in bounded batches, encodes them
-(`tfx_tabular.io.encoding`), hashes rows into splits and appends framed records to one temporary file
-per split. No data passes through Beam's shuffle, so memory stays flat whatever the dataset size.
-Each run stages its files in a folder of its own (`tfx_tabular.io.staging`); `publish` checks
-every row was written, claims the output (one run of two racing for a folder publishes) and only
-then moves the shards into `Split-<name>/`. A failed or killed run leaves nothing in place; a
-retried shard rewrites its own files whole.
+Work is planned from Parquet footers (`plan`): row groups are dealt into `num_shards` shards, and
+each shard is one DoFn call that streams its row groups in bounded batches, encodes them
+(`tfx_tabular.coders.encoding`), hashes rows into splits and appends framed records to one
+temporary file per split; with statistics, each shard's split statistics go to a part file
+beside them. No data passes through Beam's shuffle, so memory stays flat whatever the dataset
+size. `publish` then checks and moves the files; a retried shard rewrites its own files whole.
 """
 
 from __future__ import annotations
 
-import collections
-import concurrent.futures
 import contextlib
-import dataclasses
 import json
 import posixpath
 import threading
 import time
 import zlib
-from typing import Callable, Iterator, Optional, Sequence
+from typing import Callable, Iterator, Optional
 
 import apache_beam as beam
 import numpy as np
@@ -29,16 +24,18 @@ import pyarrow as pa
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
-from apache_beam.options.pipeline_options import PipelineOptions
 
-from tfx_tabular.io import encoding, parquet, statistics
-from tfx_tabular.io.mapping import features_of
-from tfx_tabular.io.parquet import Dataset, InputError
-from tfx_tabular.io.plan import OutputOptions, Splits, plan_shards, shard_name
-from tfx_tabular.io.staging import PUBLISHED_MARKER, Staging
-from tfx_tabular.io.workers import check_sdk_workers
+from tfx_tabular import statistics
+from tfx_tabular.coders import encoding
+from tfx_tabular.conversion.plan import OutputOptions, Splits, plan_shards, shard_name
+from tfx_tabular.source import parquet
+from tfx_tabular.source.mapping import features_of
+from tfx_tabular.source.parquet import Dataset, InputError
 
 PROGRESS_DIR = "progress"
+# In the staging folder: one file per finished shard with its rows per split; written last, so
+# `publish` knows the shard is complete.
+ROW_COUNTS_DIR = "row_counts"
 # Rows read at a time with statistics (encoded `batch_size` rows at a time): a row group of the
 # common writers' size, so the statistics count whole row groups, each dictionary page once
 # (~60 MiB more per converting thread than reading `batch_size` rows).
@@ -89,7 +86,7 @@ def _rows_written(temp_dir: str) -> int:
 
 
 @contextlib.contextmanager
-def _watching(temp_dir: str, on_progress: Optional[Callable[[int], None]], every: float = 0.5):
+def watching(temp_dir: str, on_progress: Optional[Callable[[int], None]], every: float = 0.5):
     """Call `on_progress(rows written)` from a thread while the pipeline runs."""
     if on_progress is None:
         yield
@@ -218,13 +215,12 @@ class ConvertShard(beam.DoFn):
                     statistics_part(self._temp_dir, name, shard_index)
                 ) as handle:
                     handle.write(split.to_bytes())
-        # Last: this file tells `publish` the shard is complete.
-        stats = {"shard": shard_index, "rows": dict(zip(names, rows.tolist(), strict=True))}
+        row_counts = {"shard": shard_index, "rows": dict(zip(names, rows.tolist(), strict=True))}
         with FileSystems.create(
-            posixpath.join(self._temp_dir, "stats", f"shard-{shard_index:05d}.json")
+            posixpath.join(self._temp_dir, ROW_COUNTS_DIR, f"shard-{shard_index:05d}.json")
         ) as handle:
-            handle.write(json.dumps(stats).encode())
-        yield stats
+            handle.write(json.dumps(row_counts).encode())
+        yield row_counts
 
     def _write_shard(
         self,
@@ -331,202 +327,3 @@ class WriteExamples(beam.PTransform):
             | "Distribute" >> beam.Reshuffle()
         )
         return shards | "ConvertShard" >> beam.ParDo(convert)
-
-
-@dataclasses.dataclass
-class ConversionResult:
-    output_dir: str
-    rows: dict[str, int]
-    num_shards: int
-    compression: str
-    seconds: float = 0.0
-    statistics_dir: Optional[str] = None  # Split-<name>/FeatureStats.pb, when computed
-
-    @property
-    def rows_per_second(self) -> float:
-        return sum(self.rows.values()) / self.seconds if self.seconds else 0.0
-
-
-# Files per shard that `publish` reads (row counts, statistics parts), read this many ahead: an
-# object store's latency per read (tens of ms) would otherwise add up over thousands of shards;
-# memory stays bounded by this many files.
-READ_AHEAD = 8
-
-
-def _read_ahead(paths: Sequence[str], depth: int = READ_AHEAD) -> Iterator[bytes]:
-    """The files' contents in order, up to `depth` of them read concurrently ahead."""
-
-    def read(path: str) -> bytes:
-        with FileSystems.open(path) as handle:
-            return handle.read()
-
-    with concurrent.futures.ThreadPoolExecutor(depth) as pool:
-        pending = collections.deque()
-        for path in paths:
-            pending.append(pool.submit(read, path))
-            if len(pending) == depth:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
-
-
-def _rows_per_split(temp_dir: str, splits: Splits, num_shards: int) -> dict[str, int]:
-    stats_files = FileSystems.match([posixpath.join(temp_dir, "stats", "*.json")])[0].metadata_list
-    if len(stats_files) != num_shards:
-        raise RuntimeError(
-            f"{len(stats_files)} of {num_shards} shards finished; output not published"
-        )
-    rows = dict.fromkeys(splits.names, 0)
-    for data in _read_ahead([meta.path for meta in stats_files]):
-        for name, count in json.loads(data)["rows"].items():
-            rows[name] += count
-    return rows
-
-
-def _move_shards(staging: Staging, splits: Splits, num_shards: int, options: OutputOptions):
-    sources, targets = [], []
-    for name in splits.names:
-        for i in range(num_shards):
-            shard = shard_name(i, num_shards, options)
-            sources.append(posixpath.join(staging.folder, name, shard))
-            targets.append(posixpath.join(staging.output_dir, f"Split-{name}", shard))
-    for target_dir in {posixpath.dirname(t) for t in targets}:
-        if not FileSystems.exists(target_dir):
-            FileSystems.mkdirs(target_dir)
-    FileSystems.rename(sources, targets)
-
-
-def _merge_statistics(staging: Staging, splits: Splits, num_shards: int) -> list[str]:
-    """Each split's statistics, merged from its shards' parts in shard order (the same result
-    whatever order the shards finished in, on any runner), written into the staging folder as
-    stock StatisticsGen writes them; returns their paths."""
-    paths = []
-    for name in splits.names:
-        merged = statistics.SplitStatistics()
-        parts = [statistics_part(staging.folder, name, i) for i in range(num_shards)]
-        for part in _read_ahead(parts):
-            merged.merge(statistics.SplitStatistics.from_bytes(part))
-        paths.append(
-            posixpath.join(staging.folder, FEATURE_STATS_DIR, f"Split-{name}", statistics.FILE_NAME)
-        )
-        with FileSystems.create(paths[-1]) as handle:
-            handle.write(statistics.statistics_list(merged).SerializeToString())
-    return paths
-
-
-def _move_statistics(sources: list[str], splits: Splits, statistics_dir: str) -> None:
-    targets = [
-        posixpath.join(statistics_dir, f"Split-{name}", statistics.FILE_NAME)
-        for name in splits.names
-    ]
-    for target in targets:
-        if not FileSystems.exists(posixpath.dirname(target)):
-            FileSystems.mkdirs(posixpath.dirname(target))
-    FileSystems.rename(sources, targets)
-
-
-def publish(
-    dataset: Dataset,
-    splits: Splits,
-    staging: Staging,
-    num_shards: int,
-    options: OutputOptions,
-    statistics_dir: Optional[str] = None,
-) -> ConversionResult:
-    """Check every row was written (and merge the statistics), claim the output, then move the
-    shards into `Split-<name>/` (and the statistics into `statistics_dir`/`Split-<name>/`)."""
-    rows = _rows_per_split(staging.folder, splits, num_shards)
-    expected = (
-        dataset.num_rows
-        if splits.file_splits is None
-        else sum(f.num_rows for f in dataset.files if f.relative in splits.file_splits)
-    )
-    if sum(rows.values()) != expected:
-        raise RuntimeError(
-            f"wrote {sum(rows.values())} rows but the footers count {expected}; "
-            "output not published"
-        )
-    merged_statistics = (
-        _merge_statistics(staging, splits, num_shards) if statistics_dir is not None else None
-    )
-    staging.claim(rows)
-    _move_shards(staging, splits, num_shards, options)
-    if merged_statistics is not None:
-        _move_statistics(merged_statistics, splits, statistics_dir)
-    metadata_path = posixpath.join(staging.output_dir, parquet.SOURCE_METADATA_FILE)
-    with FileSystems.create(metadata_path) as handle:
-        handle.write(dataset.source_metadata().to_arrow_schema().serialize().to_pybytes())
-    staging.discard()
-    return ConversionResult(
-        staging.output_dir, rows, num_shards, options.compression, statistics_dir=statistics_dir
-    )
-
-
-# Threads, not processes: the encoder kernels, Arrow's readers and file writes all release the GIL,
-# so one thread per core scales like worker processes without their ~5 s start-up per run.
-DIRECT_RUNNER_DEFAULTS = ["--direct_running_mode=multi_threading", "--direct_num_workers=0"]
-
-
-def beam_args_with_defaults(beam_pipeline_args: Sequence[str]) -> list[str]:
-    """Local runs use every core: the DirectRunner with one thread per core, unless told otherwise."""
-    args = list(beam_pipeline_args)
-    if not any(
-        a.startswith(("--runner", "--direct_running_mode", "--direct_num_workers")) for a in args
-    ):
-        args += DIRECT_RUNNER_DEFAULTS
-    return args
-
-
-def run_conversion(
-    dataset: Dataset,
-    splits: Splits,
-    output_dir: str,
-    options: OutputOptions,
-    pipeline: beam.Pipeline,
-    on_progress: Optional[Callable[[int], None]] = None,
-    statistics_dir: Optional[str] = None,
-) -> ConversionResult:
-    """Write the shards with `pipeline` into a staging folder of this run's own, then publish
-    them under `output_dir`, or remove the staging folder. The one way a conversion runs (CLI and
-    executor). `on_progress(rows written)` is called from a thread while the pipeline runs.
-    With `statistics_dir`, each split's statistics are computed in the same pass and written
-    there as `Split-<name>/FeatureStats.pb` (`tfx_tabular.io.statistics`)."""
-    check_sdk_workers(pipeline.options)
-    staging = Staging.create(output_dir)
-    start = time.perf_counter()
-    try:
-        write = WriteExamples(
-            dataset, splits, staging.folder, options, with_statistics=statistics_dir is not None
-        )
-        with _watching(staging.folder, on_progress), pipeline as p:
-            _ = p | "WriteExamples" >> write
-        result = publish(dataset, splits, staging, len(write.shards), options, statistics_dir)
-    except BaseException:
-        staging.discard()
-        raise
-    result.seconds = time.perf_counter() - start
-    return result
-
-
-def convert(
-    dataset: Dataset,
-    output_dir: str,
-    splits: Splits = Splits(),
-    options: OutputOptions = OutputOptions(),
-    beam_pipeline_args: Sequence[str] = (),
-    on_progress: Optional[Callable[[int], None]] = None,
-    statistics_dir: Optional[str] = None,
-) -> ConversionResult:
-    """Convert into an empty `output_dir` with a Beam pipeline of its own (the CLI's way);
-    with `statistics_dir`, write each split's statistics there too (see `run_conversion`)."""
-    published = FileSystems.match(
-        [posixpath.join(output_dir, "Split-*", "*"), posixpath.join(output_dir, PUBLISHED_MARKER)]
-    )
-    if any(m.metadata_list for m in published):
-        raise InputError(
-            f"{output_dir} already holds a conversion's output; choose an empty folder"
-        )
-    pipeline = beam.Pipeline(options=PipelineOptions(beam_args_with_defaults(beam_pipeline_args)))
-    return run_conversion(
-        dataset, splits, output_dir, options, pipeline, on_progress, statistics_dir
-    )

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from tfx_tabular.io.mapping import Feature, features_of, is_bytes_like
+from tfx_tabular.source.mapping import Feature, features_of, is_bytes_like
 
 _INTEGER = re.compile(r"^-?\d{1,18}$")
 

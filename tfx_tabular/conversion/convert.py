@@ -1,0 +1,88 @@
+"""A conversion, end to end: plan → the Beam transform → publish, or discard. The one way a
+conversion runs, for `tfx-tabular convert` and the ParquetExampleGen executor.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import time
+from typing import Callable, Optional, Sequence
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from tfx_tabular.conversion.plan import OutputOptions, Splits
+from tfx_tabular.conversion.publish import ConversionResult, publish
+from tfx_tabular.conversion.staging import PUBLISHED_MARKER, Staging
+from tfx_tabular.conversion.transform import WriteExamples, watching
+from tfx_tabular.runners.workers import check_sdk_workers
+from tfx_tabular.source.parquet import Dataset, InputError
+
+# so one thread per core scales like worker processes without their ~5 s start-up per run.
+DIRECT_RUNNER_DEFAULTS = ["--direct_running_mode=multi_threading", "--direct_num_workers=0"]
+
+
+def beam_args_with_defaults(beam_pipeline_args: Sequence[str]) -> list[str]:
+    """Local runs use every core: the DirectRunner with one thread per core, unless told otherwise."""
+    args = list(beam_pipeline_args)
+    if not any(
+        a.startswith(("--runner", "--direct_running_mode", "--direct_num_workers")) for a in args
+    ):
+        args += DIRECT_RUNNER_DEFAULTS
+    return args
+
+
+def run_conversion(
+    dataset: Dataset,
+    splits: Splits,
+    output_dir: str,
+    options: OutputOptions,
+    pipeline: beam.Pipeline,
+    on_progress: Optional[Callable[[int], None]] = None,
+    statistics_dir: Optional[str] = None,
+) -> ConversionResult:
+    """Write the shards with `pipeline` into a staging folder of this run's own, then publish
+    them under `output_dir`, or remove the staging folder. The one way a conversion runs (CLI and
+    executor). `on_progress(rows written)` is called from a thread while the pipeline runs.
+    With `statistics_dir`, each split's statistics are computed in the same pass and written
+    there as `Split-<name>/FeatureStats.pb` (`tfx_tabular.statistics.engine`)."""
+    check_sdk_workers(pipeline.options)
+    staging = Staging.create(output_dir)
+    start = time.perf_counter()
+    try:
+        write = WriteExamples(
+            dataset, splits, staging.folder, options, with_statistics=statistics_dir is not None
+        )
+        with watching(staging.folder, on_progress), pipeline as p:
+            _ = p | "WriteExamples" >> write
+        result = publish(dataset, splits, staging, len(write.shards), options, statistics_dir)
+    except BaseException:
+        staging.discard()
+        raise
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def convert(
+    dataset: Dataset,
+    output_dir: str,
+    splits: Splits = Splits(),
+    options: OutputOptions = OutputOptions(),
+    beam_pipeline_args: Sequence[str] = (),
+    on_progress: Optional[Callable[[int], None]] = None,
+    statistics_dir: Optional[str] = None,
+) -> ConversionResult:
+    """Convert into an empty `output_dir` with a Beam pipeline of its own (the CLI's way);
+    with `statistics_dir`, write each split's statistics there too (see `run_conversion`)."""
+    published = FileSystems.match(
+        [posixpath.join(output_dir, "Split-*", "*"), posixpath.join(output_dir, PUBLISHED_MARKER)]
+    )
+    if any(m.metadata_list for m in published):
+        raise InputError(
+            f"{output_dir} already holds a conversion's output; choose an empty folder"
+        )
+    pipeline = beam.Pipeline(options=PipelineOptions(beam_args_with_defaults(beam_pipeline_args)))
+    return run_conversion(
+        dataset, splits, output_dir, options, pipeline, on_progress, statistics_dir
+    )

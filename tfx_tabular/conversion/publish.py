@@ -1,0 +1,154 @@
+"""Publishing a conversion: check that every row was written, merge each split's statistics,
+claim the output (one run of two racing for a folder publishes) and only then move the shards
+into `Split-<name>/`. A failed or killed run leaves nothing in place (`staging`).
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import dataclasses
+import json
+import posixpath
+from typing import Iterator, Optional, Sequence
+
+from apache_beam.io.filesystems import FileSystems
+
+from tfx_tabular import statistics
+from tfx_tabular.conversion.plan import OutputOptions, Splits, shard_name
+from tfx_tabular.conversion.staging import Staging
+from tfx_tabular.conversion.transform import FEATURE_STATS_DIR, ROW_COUNTS_DIR, statistics_part
+from tfx_tabular.source import parquet
+from tfx_tabular.source.parquet import Dataset
+
+
+@dataclasses.dataclass
+class ConversionResult:
+    output_dir: str
+    rows: dict[str, int]
+    num_shards: int
+    compression: str
+    seconds: float = 0.0
+    statistics_dir: Optional[str] = None  # Split-<name>/FeatureStats.pb, when computed
+
+    @property
+    def rows_per_second(self) -> float:
+        return sum(self.rows.values()) / self.seconds if self.seconds else 0.0
+
+
+# Files per shard that `publish` reads (row counts, statistics parts), read this many ahead: an
+# object store's latency per read (tens of ms) would otherwise add up over thousands of shards;
+# memory stays bounded by this many files.
+READ_AHEAD = 8
+
+
+def _read_ahead(paths: Sequence[str], depth: int = READ_AHEAD) -> Iterator[bytes]:
+    """The files' contents in order, up to `depth` of them read concurrently ahead."""
+
+    def read(path: str) -> bytes:
+        with FileSystems.open(path) as handle:
+            return handle.read()
+
+    with concurrent.futures.ThreadPoolExecutor(depth) as pool:
+        pending = collections.deque()
+        for path in paths:
+            pending.append(pool.submit(read, path))
+            if len(pending) == depth:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+def _rows_per_split(temp_dir: str, splits: Splits, num_shards: int) -> dict[str, int]:
+    counted = FileSystems.match([posixpath.join(temp_dir, ROW_COUNTS_DIR, "*.json")])[
+        0
+    ].metadata_list
+    if len(counted) != num_shards:
+        raise RuntimeError(f"{len(counted)} of {num_shards} shards finished; output not published")
+    rows = dict.fromkeys(splits.names, 0)
+    for data in _read_ahead([meta.path for meta in counted]):
+        for name, count in json.loads(data)["rows"].items():
+            rows[name] += count
+    return rows
+
+
+def _move_shards(staging: Staging, splits: Splits, num_shards: int, options: OutputOptions):
+    sources, targets = [], []
+    for name in splits.names:
+        for i in range(num_shards):
+            shard = shard_name(i, num_shards, options)
+            sources.append(posixpath.join(staging.folder, name, shard))
+            targets.append(posixpath.join(staging.output_dir, f"Split-{name}", shard))
+    for target_dir in {posixpath.dirname(t) for t in targets}:
+        if not FileSystems.exists(target_dir):
+            FileSystems.mkdirs(target_dir)
+    FileSystems.rename(sources, targets)
+
+
+def _merge_statistics(staging: Staging, splits: Splits, num_shards: int) -> list[str]:
+    """Each split's statistics, merged from its shards' parts in shard order (the same result
+    whatever order the shards finished in, on any runner), written into the staging folder as
+    stock StatisticsGen writes them; returns their paths."""
+    paths = []
+    for name in splits.names:
+        merged = statistics.SplitStatistics()
+        parts = [statistics_part(staging.folder, name, i) for i in range(num_shards)]
+        for part in _read_ahead(parts):
+            merged.merge(statistics.SplitStatistics.from_bytes(part))
+        paths.append(
+            posixpath.join(staging.folder, FEATURE_STATS_DIR, f"Split-{name}", statistics.FILE_NAME)
+        )
+        with FileSystems.create(paths[-1]) as handle:
+            handle.write(statistics.statistics_list(merged).SerializeToString())
+    return paths
+
+
+def _move_statistics(sources: list[str], splits: Splits, statistics_dir: str) -> None:
+    targets = [
+        posixpath.join(statistics_dir, f"Split-{name}", statistics.FILE_NAME)
+        for name in splits.names
+    ]
+    for target in targets:
+        if not FileSystems.exists(posixpath.dirname(target)):
+            FileSystems.mkdirs(posixpath.dirname(target))
+    FileSystems.rename(sources, targets)
+
+
+def publish(
+    dataset: Dataset,
+    splits: Splits,
+    staging: Staging,
+    num_shards: int,
+    options: OutputOptions,
+    statistics_dir: Optional[str] = None,
+) -> ConversionResult:
+    """Check every row was written (and merge the statistics), claim the output, then move the
+    shards into `Split-<name>/` (and the statistics into `statistics_dir`/`Split-<name>/`)."""
+    rows = _rows_per_split(staging.folder, splits, num_shards)
+    expected = (
+        dataset.num_rows
+        if splits.file_splits is None
+        else sum(f.num_rows for f in dataset.files if f.relative in splits.file_splits)
+    )
+    if sum(rows.values()) != expected:
+        raise RuntimeError(
+            f"wrote {sum(rows.values())} rows but the footers count {expected}; "
+            "output not published"
+        )
+    merged_statistics = (
+        _merge_statistics(staging, splits, num_shards) if statistics_dir is not None else None
+    )
+    staging.claim(rows)
+    _move_shards(staging, splits, num_shards, options)
+    if merged_statistics is not None:
+        _move_statistics(merged_statistics, splits, statistics_dir)
+    metadata_path = posixpath.join(staging.output_dir, parquet.SOURCE_METADATA_FILE)
+    with FileSystems.create(metadata_path) as handle:
+        handle.write(dataset.source_metadata().to_arrow_schema().serialize().to_pybytes())
+    staging.discard()
+    return ConversionResult(
+        staging.output_dir, rows, num_shards, options.compression, statistics_dir=statistics_dir
+    )
+
+
+# Threads, not processes: the encoder kernels, Arrow's readers and file writes all release the GIL,

@@ -1,0 +1,3 @@
+"""The demo's data: the Criteo-shaped dataset (`criteo`) used by `make demo`, the tests and the
+benchmarks.
+"""
