@@ -303,8 +303,8 @@ def _unreadable(path: str, compression: str, error: Exception) -> str:
 def _rss_sizes(rows: int) -> list[int]:
     """Data sizes for peak memory: rows/10 (a subset: the first rows of each file, so its batches
     are partial), rows, and 10 × rows (generated whole). The target compares rows with 10 × rows,
-    where every batch is full at both sizes. No 10 × rows beyond MAX_RSS_ROWS (disk: ~750 bytes of
-    TFRecords per row); the target then falls back to rows/10 against rows."""
+    where every batch is full at both sizes. No 10 × rows beyond MAX_RSS_ROWS (the disk space of
+    its dataset and TFRecords); the target then falls back to rows/10 against rows."""
     return sorted(
         {max(1, rows // 10), rows} | ({rows * 10} if rows * 10 <= MAX_RSS_ROWS else set())
     )

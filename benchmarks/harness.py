@@ -3,7 +3,7 @@
 Every measured run is a fresh `python -m benchmarks.worker` child process; this (parent) process
 only orchestrates, samples the child's whole process tree for peak RSS (Beam's DirectRunner
 workers are grandchildren) and never imports TensorFlow or Beam, so it stays out of the way of
-the two cores being measured.
+the cores being measured.
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ class RssSampler(threading.Thread):
       (Beam's workers run `lscpu`) briefly counts its parent's whole RSS twice.
     * `peak_pss`: the sum of PSS (RSS with each shared page split between its sharers) over the
       tree, sampled every `pss_interval` s: the tree's actual footprint, immune to fork copies.
-      Reading smaps_rollup costs ~1.5 ms per large process, hence the longer interval.
+      Reading smaps_rollup is costly for large processes, hence the longer interval.
 
     The descendant list is refreshed every `refresh` s (walking /proc is the expensive part).
     """
@@ -400,12 +400,25 @@ class Target:
 
 
 @dataclasses.dataclass
+class Summary:
+    """One row of README.md's performance table (`report_readme`): what, ours, baseline, ratio."""
+
+    what: str
+    ours: str
+    baseline: str = ""
+    ratio: str = ""
+
+
+@dataclasses.dataclass
 class Section:
     title: str
     markdown: str
     targets: list[Target]
     # Each panel draws one matplotlib Axes of docs/benchmarks.png.
     panels: list[Callable] = dataclasses.field(default_factory=list)
+    # README.md's share of the section: table rows, and sentences printed under the table.
+    summary: list[Summary] = dataclasses.field(default_factory=list)
+    remarks: list[str] = dataclasses.field(default_factory=list)
 
 
 def machine() -> dict:

@@ -1,4 +1,4 @@
-"""Trainer input pipelines, examples/s on the same TFRecords (batch 4096, 2 cores): ours
+"""Trainer input pipelines, examples/s on the same TFRecords (batch 4096): ours
 (`tfx_tabular.input_fn`, first epoch and cached epochs) versus TFX's TFXIO
 (`fn_args.data_accessor.tf_dataset_factory`; default and with its record shuffle off), a
 stock-Trainer `run_fn`'s input under the stock Trainer and under TabularTrainer (the same
@@ -17,7 +17,7 @@ from benchmarks.harness import Context
 
 BATCH = 4096
 BATCHES = 150  # measured batches per method, after the first (start-up) batch
-SLOW_BATCHES = 20  # for the per-record methods (under 10k ex/s)
+SLOW_BATCHES = 20  # for the per-record methods, too slow for BATCHES
 
 
 def _setup(examples_dir: str):

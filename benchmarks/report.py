@@ -1,10 +1,12 @@
 """Render the benchmark report from saved results, without measuring anything.
 
     python -m benchmarks.report docs/benchmarks.json [--out docs/benchmarks.md]
+    python -m benchmarks.report docs/benchmarks.json --readme [README.md]
 
 `benchmarks.run` saves every section's results record in one JSON file beside the report, then
 calls `write` on it; this entry point re-renders that file, writing the Markdown report and, beside
-it as .png, the plots. Each section's renderer lives in `report_<section>.py`.
+it as .png, the plots. With `--readme` it rewrites only README.md's performance table, between its
+bench markers (`report_readme`). Each section's renderer lives in `report_<section>.py`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from benchmarks import (
     report_input_pipeline,
     report_memory_cap,
     report_portable_runner,
+    report_readme,
     report_schema_inference,
 )
 
@@ -161,14 +164,34 @@ def main(argv=None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("results", help="the results JSON that `benchmarks.run` saved")
+    p.add_argument(
+        "results",
+        nargs="?",
+        default="docs/benchmarks.json",
+        help="the results JSON that `benchmarks.run` saved (default: %(default)s)",
+    )
     p.add_argument(
         "--out",
         help="the Markdown report (default: beside the results, as .md); "
         "the plot goes beside it as .png",
     )
+    p.add_argument(
+        "--readme",
+        nargs="?",
+        const="README.md",
+        help="instead of the report, rewrite this README's performance table (default "
+        "README.md) between its bench markers, linking the report (--out or its default)",
+    )
     args = p.parse_args(argv)
     out = args.out or os.path.splitext(args.results)[0] + ".md"
+    if args.readme:
+        link = os.path.relpath(out, os.path.dirname(os.path.abspath(args.readme)))
+        changed = report_readme.update(args.readme, load(args.results), link)
+        print(
+            f"benchmarks: {'rewrote' if changed else 'left unchanged'} the performance table of "
+            f"{args.readme} from {args.results}"
+        )
+        return 0
     write(load(args.results), out)
     print(f"benchmarks: wrote {out} and {os.path.splitext(out)[0]}.png from {args.results}")
     return 0

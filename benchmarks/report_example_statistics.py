@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from benchmarks import harness
-from benchmarks.harness import Section, Target
+from benchmarks.harness import Section, Summary, Target
 
 TITLE = "One-pass statistics (ParquetExampleGen's `statistics` output)"
 MAX_ADDED = 0.15  # issue 16: statistics add at most 15% to the conversion
@@ -97,4 +97,20 @@ def render(record: dict) -> Section:
         ("conversion + statistics\n(one pass)", seconds["with"], "#3182bd"),
         ("stock StatisticsGen\n(extra pass)", stock["seconds"], "#999999"),
     ]
-    return Section(TITLE, markdown, targets, [lambda ax: _draw(bars, ax)])
+    summary = [
+        Summary(
+            "split statistics while converting",
+            f"+{added:.2f} s ({seconds['without']:.2f} → {seconds['with']:.2f} s median, "
+            f"{harness.percent(share)})",
+            f"stock StatisticsGen's extra pass: {stock['seconds']:.1f} s",
+            harness.ratio(vs_stock) if added > 0 else "no cost measurable",
+        ),
+        Summary(
+            "peak memory with statistics, 10x more rows",
+            f"{harness.mib(rss['with'])} → {harness.mib(record['large']['peak_rss'])} from "
+            f"{rows:,} to {large_rows:,} rows",
+            "",
+            f"{growth:.2f}x",
+        ),
+    ]
+    return Section(TITLE, markdown, targets, [lambda ax: _draw(bars, ax)], summary)

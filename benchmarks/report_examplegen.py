@@ -7,7 +7,7 @@ import functools
 from typing import NamedTuple, Optional
 
 from benchmarks import harness
-from benchmarks.harness import Section, Target, median, rate, ratio
+from benchmarks.harness import Section, Summary, Target, median, rate, ratio
 
 TITLE = "ExampleGen: Parquet → TFRecord"
 TARGET_STOCK_RATIO = 100
@@ -300,13 +300,18 @@ def _throughput_table(f: Figures) -> list[str]:
     return ["### Conversion throughput", "", harness.table(head, body, "llrrrrrrr"), ""]
 
 
-def _lost_rows(f: Figures) -> list[str]:
-    lost = [
+def _lost(f: Figures) -> list[str]:
+    """Stock's runs that wrote fewer rows than they read."""
+    return [
         f"{series.label}: wrote {sample['written']:,} of {sample['rows']:,} rows"
         for series in [*f.stock_by_mode.values(), *(f.stock_big_by_mode or {}).values()]
         for sample in series.samples
         if sample["written"] != sample["rows"]
     ]
+
+
+def _lost_rows(f: Figures) -> list[str]:
+    lost = _lost(f)
     if not lost:
         return []
     return [
@@ -569,6 +574,59 @@ def _notes(f: Figures) -> list[str]:
     return ["### Notes", "", *[f"* {n}" for n in notes], ""]
 
 
+# --- README.md's share --------------------------------------------------------------------------
+
+
+def _summary(f: Figures) -> list[Summary]:
+    stock_mode = next(m for m, s in f.stock_by_mode.items() if s is f.stock)
+    vs_stock = [
+        f"≈ {ratio(f.default.rate / f.fit.full)} against stock extrapolated to {f.rows:,} rows"
+        if f.fit
+        else "",
+        f"{ratio(f.same_size.rate / f.stock_big.rate)} at the same {f.stock_big.rows:,} rows"
+        if f.same_size is not None
+        else "",
+    ]
+    extra = "; ".join(x for x in vs_stock if x)
+    return [
+        Summary(
+            "Parquet → TFRecord, end to end (Beam DirectRunner, one thread per core)",
+            f"{rate(f.default.rate)} rows/s",
+            f"stock FileBasedExampleGen + parquet_executor on {f.stock_rows:,} rows, its faster "
+            f"mode ({stock_mode}): {rate(f.stock.rate)} rows/s",
+            ratio(f.stock_ratio) + (f" ({extra})" if extra else ""),
+        ),
+        Summary(
+            "the same against the raw loops (no Beam)",
+            f"{rate(f.default.rate)} rows/s",
+            f"tfx_bsl encoder + TFRecordWriter: {rate(f.bound.rate)} rows/s; our encoder + "
+            f"write: {rate(f.loops['ours'].rate)}",
+            f"{_share(f.bound_fraction)} of the tfx_bsl loop",
+        ),
+        Summary(
+            "peak memory of the conversion, 10x more rows",
+            f"{harness.percent(f.rss_growth)} PSS ({harness.mib(f.base.memory)} → "
+            f"{harness.mib(f.grown.memory)}) from {f.base_n:,} to {f.grown_n:,} rows",
+            "",
+            f"{f.grown.memory / f.base.memory:.2f}x",
+        ),
+    ]
+
+
+def _remarks(f: Figures) -> list[str]:
+    remarks = []
+    if f.fit:
+        stock_fit = f.stock_by_mode[f.fit_mode]
+        remarks.append(
+            f"Stock's start-up is {_share(f.fit.fixed / stock_fit.seconds)} of its "
+            f"{f.stock_rows:,}-row run ({f.fit_mode})."
+        )
+    lost = _lost(f)
+    if lost:
+        remarks.append(f"Stock lost rows this run ({'; '.join(lost)}).")
+    return remarks
+
+
 # --- plot panels -----------------------------------------------------------------------------
 
 
@@ -708,4 +766,6 @@ def render(record: dict) -> Section:
         "\n".join(lines),
         _targets(f),
         [functools.partial(draw, f) for draw in (_draw_rates, _draw_rss, _draw_reads)],
+        _summary(f),
+        _remarks(f),
     )

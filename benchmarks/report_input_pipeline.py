@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from benchmarks import harness
-from benchmarks.harness import Section, Target
+from benchmarks.harness import Section, Summary, Target
 
 COLORS = {"task_ours": "tab:green", "task_ours_cached": "tab:green", "task_raw": "tab:blue"}
 
 
 def _comparison_notes(eps: dict) -> list[str]:
-    """The comparisons measured since session 6, when present: TFXIO with its shuffle off
+    """The comparisons older results files lack, when present: TFXIO with its shuffle off
     (its default shuffles records through a 10,000-record buffer, input_fn shuffles blocks), and
     a stock-Trainer run_fn's input under the stock Trainer and under TabularTrainer."""
     notes = []
@@ -27,6 +27,45 @@ def _comparison_notes(eps: dict) -> list[str]:
             "under TabularTrainer as under the stock Trainer, the module unchanged."
         )
     return [line for note in notes for line in ("", note)]
+
+
+def _summary(eps: dict) -> list[Summary]:
+    ours, cached, tfxio, raw = (
+        eps[t] for t in ("task_ours", "task_ours_cached", "task_tfxio", "task_raw")
+    )
+    baseline = [f"TFXIO {harness.rate(tfxio)}"]
+    if "task_tfxio_unshuffled" in eps:
+        baseline[0] += f" (shuffle off: {harness.rate(eps['task_tfxio_unshuffled'])})"
+    if "task_batched_features" in eps:
+        baseline.append(
+            f"make_batched_features_dataset {harness.rate(eps['task_batched_features'])}"
+        )
+    baseline.append(f"raw bound {harness.rate(raw)}")
+    rows = [
+        Summary(
+            "trainer input, first epoch",
+            f"{harness.rate(ours)} ex/s",
+            "; ".join(baseline),
+            f"{harness.ratio(ours / tfxio)} TFXIO, {ours / raw:.0%} of raw",
+        ),
+        Summary(
+            "trainer input, cached epochs",
+            f"{harness.rate(cached)} ex/s",
+            f"TFXIO {harness.rate(tfxio)}",
+            harness.ratio(cached / tfxio),
+        ),
+    ]
+    if "task_accessor_ours" in eps:
+        rows.append(
+            Summary(
+                "a stock `run_fn` module's input (its `data_accessor` call)",
+                f"under TabularTrainer: {harness.rate(eps['task_accessor_ours'])} ex/s",
+                f"under the stock Trainer: {harness.rate(eps['task_accessor_stock'])}",
+                f"{harness.ratio(eps['task_accessor_ours'] / eps['task_accessor_stock'])}, "
+                "the module unchanged",
+            )
+        )
+    return rows
 
 
 def render(record: dict) -> Section:
@@ -101,4 +140,4 @@ def render(record: dict) -> Section:
         ax.set_title(f"Trainer input pipelines, batch {record['batch']}")
         ax.invert_yaxis()
 
-    return Section("Trainer input pipeline (input_fn)", markdown, targets, [panel])
+    return Section("Trainer input pipeline (input_fn)", markdown, targets, [panel], _summary(eps))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from benchmarks import harness
-from benchmarks.harness import Section, Target
+from benchmarks.harness import Section, Summary, Target
 
 TITLE = "Larger than memory: conversion and input_fn under a memory cap"
 DATA_OVER_CAP = 4
@@ -27,6 +27,30 @@ def _verdict(kind: str, results: dict, cap: int) -> Target:
         f"{harness.mib(cap)} cap ({over:.1f}x); peak RSS "
         f"{harness.mib(big['peak_rss'])}",
         complete and over >= DATA_OVER_CAP,
+    )
+
+
+def _summary(results: dict, caps: dict) -> Summary:
+    """The largest size of each job: what it did under its cap."""
+    done, over = [], []
+    for kind, what in (("convert", "converted"), ("input_fn", "read by the input_fn")):
+        n = max(results[kind])
+        big = results[kind][n]
+        if "error" in big:
+            done.append(
+                f"{kind} on {n:,} rows under a {harness.mib(caps[kind])} cap: {big['error']}"
+            )
+            continue
+        amount = big.get("rows", big.get("examples"))
+        data, unit = ("Arrow data", "rows/s") if kind == "convert" else ("TFRecords", "ex/s")
+        done.append(
+            f"{n:,} rows ({harness.size(big['data_bytes'])} of {data}) {what} under a "
+            f"{harness.mib(caps[kind])} cgroup cap at {harness.rate(amount / big['seconds'])} "
+            f"{unit}, peak RSS {harness.mib(big['peak_rss'])}"
+        )
+        over.append(f"{big['data_bytes'] / caps[kind]:.1f}x")
+    return Summary(
+        "larger than memory", "; ".join(done), "", f"{' and '.join(over)} the cap" if over else ""
     )
 
 
@@ -55,6 +79,7 @@ def render(record: dict) -> Section:
             TITLE,
             f"Not measured: {reason}.",
             [Target(_target_name(kind), "completes", reason, None) for kind in caps],
+            summary=[Summary("larger than memory", f"not measured: {reason}")],
         )
     results = {kind: {int(n): r for n, r in record[kind].items()} for kind in caps}
     body = [_row(kind, n, r, caps[kind]) for kind in caps for n, r in results[kind].items()]
@@ -63,8 +88,9 @@ def render(record: dict) -> Section:
             f"Each run is a fresh process inside a cgroup v1 memory cgroup (`memory.limit_in_bytes`: "
             f"{harness.mib(caps['convert'])} for the conversion, {harness.mib(caps['input_fn'])} for "
             "the input_fn, which loads TensorFlow), joined before any import; exceeding the limit "
-            "gets the process killed. Datasets: `demo_data.write_dataset` at each size (14 files, "
-            "row groups of 65,536 rows), converted with the defaults (threads, 8,192-row batches). "
+            "gets the process killed. Datasets: `tfx_tabular.demo.criteo.write_dataset` at each size "
+            "(14 files, row groups of 65,536 rows), converted with the defaults (threads, 8,192-row "
+            "batches). "
             "*Data* is the decoded Arrow size for the conversion (rows × "
             f"{record['bytes_per_row']:,.0f} bytes per row, measured on a row group) and the TFRecord "
             "bytes of both splits for the input_fn, which reads all of them once (batch 4096, default "
@@ -95,5 +121,9 @@ def render(record: dict) -> Section:
         )
 
     return Section(
-        TITLE, markdown, [_verdict(kind, results[kind], caps[kind]) for kind in caps], [panel]
+        TITLE,
+        markdown,
+        [_verdict(kind, results[kind], caps[kind]) for kind in caps],
+        [panel],
+        [_summary(results, caps)],
     )

@@ -1,11 +1,12 @@
 """`make bench`: measure the benchmark sections, save their results as JSON, then render them into
-docs/benchmarks.md and docs/benchmarks.png.
+docs/benchmarks.md, docs/benchmarks.png and README.md's performance table.
 
     python -m benchmarks.run --rows 1000000 [--stock-rows 20000] [--repeats 3]
 
 Each section is a module with `run(ctx) -> dict`, a JSON-serialisable results record, saved as
 `<workdir>/results/<section>.json`; all of them, with the machine facts, go to one JSON file beside
-the report (docs/benchmarks.json), which `python -m benchmarks.report` re-renders without measuring.
+the report (docs/benchmarks.json), which `python -m benchmarks.report` re-renders without measuring
+(`--readme` for README.md's table).
 Add new sections to SECTIONS here and their renderers to `report.RENDERERS`.
 """
 
@@ -26,6 +27,7 @@ from benchmarks import (
     memory_cap,
     portable_runner,
     report,
+    report_readme,
     schema_inference,
 )
 
@@ -64,6 +66,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     p.add_argument(
         "--repeats", type=int, default=3, help="runs per configuration; medians reported"
+    )
+    p.add_argument(
+        "--readme",
+        default="README.md",
+        help="the README whose performance table (between its bench markers) the run rewrites; "
+        "'' for none. Runs with --only leave it alone",
     )
     p.add_argument(
         "--only",
@@ -144,12 +152,22 @@ def main(argv=None) -> int:
     results["elapsed_seconds"] = elapsed = time.perf_counter() - start
     results_path = os.path.splitext(args.out)[0] + ".json"
     save(results, results_path)
-    sections = report.write(report.load(results_path), args.out)  # as a re-render would see it
+    saved = report.load(results_path)  # as a re-render would see it
+    sections = report.write(saved, args.out)
+    readme = args.readme and not args.only  # a partial run would drop the other sections' rows
+    if readme:
+        link = os.path.relpath(args.out, os.path.dirname(os.path.abspath(args.readme)))
+        try:
+            report_readme.update(args.readme, saved, link, sections)
+        except (OSError, ValueError) as e:  # the results are saved: report, do not lose them
+            print(f"  note: {args.readme}'s performance table not rewritten: {e}", flush=True)
+            readme = False
     changed = harness.code_digest(harness.REPO) != digest
     shutil.rmtree(code, ignore_errors=True)
     print(
-        f"benchmarks: wrote {results_path}, then {args.out} and its .png, measuring for "
-        f"{elapsed / 60:.1f} min",
+        f"benchmarks: wrote {results_path}, then {args.out} and its .png"
+        + (f" and {args.readme}'s performance table" if readme else "")
+        + f", measuring for {elapsed / 60:.1f} min",
         flush=True,
     )
     if changed:

@@ -115,8 +115,9 @@ def test_output_folder_with_splits_is_refused(hive_dataset, tmp_path):
     """A second conversion into a folder that already holds Split-* output must be refused:
     otherwise shards of two runs mix (here 3 old + 2 new shards would be read as one split).
 
-    Fails today: convert() looks for existing output with FileSystems.match(["<out>/Split-*"]),
-    which matches files only, never the Split-* folders, so the check never fires.
+    Guards against a regression to matching the folders: FileSystems.match(["<out>/Split-*"])
+    matches files only, never the Split-* folders, so a check on that pattern never fires;
+    convert() looks for the files inside them and the publish marker.
     """
     dataset = open_dataset(hive_dataset)
     run(dataset, tmp_path / "out", options=OutputOptions(num_shards=3))

@@ -527,8 +527,9 @@ def test_list_of_struct_and_struct_of_list():
 def test_all_null_list_columns_encode(array):
     """A batch in which a list column is entirely null encodes as "no kind" in every row.
 
-    Fails today: pc.list_flatten (pyarrow 10) raises ArrowInvalid "Must pass at least one array"
-    when every list is null but the nulls own child values - always so for fixed_size_list.
+    Guards against a regression to pc.list_flatten on such a column: pyarrow 10's raises
+    ArrowInvalid "Must pass at least one array" when every list is null but the nulls own child
+    values - always so for fixed_size_list.
     """
     batch = pa.RecordBatch.from_arrays([pa.array(range(len(array))), array], ["i", "l"])
     rows = [parsed(r) for r in encode(batch, features_of(batch.schema)).records()]
@@ -548,9 +549,10 @@ for part in (batch.slice(1), batch.slice(2, 1)):
 
 
 def test_sliced_fixed_size_binary_does_not_crash():
-    """Fails today: pyarrow 10 segfaults casting a sliced fixed_size_binary array to
-    large_binary (encoding._leaf_values), so encode() kills the process on a sliced batch, or on a
-    list<fixed_size_binary> whose flattened values start at an offset. Run in a subprocess."""
+    """Guards against a regression to casting fixed_size_binary values (encoding._leaf_values):
+    pyarrow 10 segfaults casting a sliced fixed_size_binary array to large_binary, which would
+    kill the process on a sliced batch, or on a list<fixed_size_binary> whose flattened values
+    start at an offset. Run in a subprocess, so a crash fails the test, not the suite."""
     import subprocess
     import sys
 

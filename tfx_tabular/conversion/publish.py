@@ -37,8 +37,8 @@ class ConversionResult:
 
 
 # Files per shard that `publish` reads (row counts, statistics parts), read this many ahead: an
-# object store's latency per read (tens of ms) would otherwise add up over thousands of shards;
-# memory stays bounded by this many files.
+# object store's latency per read would otherwise add up over thousands of shards; memory stays
+# bounded by this many files.
 READ_AHEAD = 8
 
 
@@ -149,6 +149,3 @@ def publish(
     return ConversionResult(
         staging.output_dir, rows, num_shards, options.compression, statistics_dir=statistics_dir
     )
-
-
-# Threads, not processes: the encoder kernels, Arrow's readers and file writes all release the GIL,

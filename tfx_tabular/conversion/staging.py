@@ -1,4 +1,5 @@
-"""A conversion's staging folder, and its one-time publication into an output folder.
+"""A conversion's staging folder, and the claim that makes one run its output folder's only
+publisher (`publish` then moves the files).
 
 Each run writes under `<output>/.tfx-tabular-incomplete/<run id>/`, beside an owner record (host,
 process, start time), and only ever deletes that folder. Before publishing, a run claims the

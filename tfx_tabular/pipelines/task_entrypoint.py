@@ -23,7 +23,6 @@ from __future__ import annotations
 import sys
 from typing import Iterable, List, Optional
 
-INVOCATION_FLAG = "--json_serialized_invocation_args"
 INPUTS_SPEC_FLAG = "--json_serialized_inputs_spec_args"
 # What ML Metadata's round trip wraps a list or struct value in (converter.go, toMLMDArtifact).
 KFP_WRAPPERS = {"list": "list_value", "struct": "struct_value"}

@@ -226,7 +226,7 @@ def _split_strings(hashes, first, counts, lengths, split, long_length):
 class _computed_once:
     """`functools.cached_property` without its lock: Python 3.10's takes one lock per property
     for every instance, so each converting thread waited while the other computed its batch's
-    tables (strings took ~1.25x as long in two threads). A batch is read by one thread only."""
+    tables. A batch is read by one thread only."""
 
     def __init__(self, compute):
         self.compute = compute
@@ -472,7 +472,7 @@ class FeatureStatistics:
 
     def compact(self) -> None:
         """Fold the quantile sketches' buffers into their summaries, as TFDV's combiner does
-        before Beam shuffles its accumulators (half the bytes at 1M rows, same bounds)."""
+        before Beam shuffles its accumulators (fewer bytes to write and merge, same bounds)."""
         for sketch in (self.num_values, self.quantiles):
             if sketch is not None:
                 sketch.Compact()
@@ -603,7 +603,7 @@ def _quantiles_and_counts(sketch: QuantilesSketch, num_buckets: int):
 def _quantiles_util():
     """TFDV's `quantiles_util` module, loaded alone: it needs only numpy and
     tensorflow_metadata, while importing it through its package loads TensorFlow and Beam's
-    TFDV transforms (4.5 s, more than the statistics themselves take at 1M rows)."""
+    TFDV transforms, which takes longer than computing the statistics themselves."""
     package = importlib.util.find_spec("tensorflow_data_validation")
     path = os.path.join(package.submodule_search_locations[0], "utils", "quantiles_util.py")
     spec = importlib.util.spec_from_file_location("_tfdv_quantiles_util", path)

@@ -56,7 +56,7 @@ def string_hash(value: bytes) -> int:
 def _hash_order(hashes):
     """Argsort of uniformly distributed hashes: dealt into about as many buckets as hashes by
     their top bits, then each bucket (a few hashes; repeated ones are not moved)
-    insertion-sorted, ~10x faster than numba's quicksort at a dictionary's few thousand."""
+    insertion-sorted: faster than numba's quicksort at a dictionary's few thousand."""
     bits = 1
     while (1 << bits) < len(hashes):
         bits += 1
@@ -137,7 +137,7 @@ def _merge_counters(hashes_a, counts_a, hashes_b, counts_b, positions_b, capacit
         return hashes[:k], counts[:k], source[:k]
     cut = _largest(counts[:k], capacity + 1)
     size = 0
-    for i in range(k):  # loops, not array expressions: numba compiles those ~5x slower
+    for i in range(k):  # loops, not array expressions: numba compiles those slowly
         if counts[i] > cut:
             hashes[size], counts[size], source[size] = hashes[i], counts[i] - cut, source[i]
             size += 1
@@ -148,7 +148,7 @@ def _merge_counters(hashes_a, counts_a, hashes_b, counts_b, positions_b, capacit
 def _largest(counts, rank):
     """The rank-th largest of positive counts, in linear time: read off a histogram of the counts
     below 4 * len(counts) (most counts of a batch's strings), else found by bisection among the
-    larger ones. (numba's np.partition would do, but takes ~6 s to compile.)"""
+    larger ones. (numba's np.partition would do, but is slow to compile.)"""
     cap = 4 * len(counts)  # loops, not array expressions: numba compiles those slowly
     histogram = np.zeros(cap + 1, np.int64)
     for count in counts:
