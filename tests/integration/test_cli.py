@@ -128,7 +128,7 @@ def test_run_json_is_the_ml_metadata_report(data, tmp_path):
         "2",
         "--batch-size",
         "64",
-        "--with-statistics",
+        "--with-example-statistics",
         "--json",
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -213,24 +213,51 @@ def test_head_shows_examples_and_parquet_rows(data, examples):
     assert "│ day " in parquet.stdout and "2024-01-01" in parquet.stdout  # the partition column
 
 
-def test_convert_writes_statistics_and_show_stats_renders_them(data, tmp_path):
+def test_convert_writes_example_statistics_and_show_statistics_renders_them(data, tmp_path):
     out, stats = str(tmp_path / "examples"), str(tmp_path / "statistics")
-    converted = cli("convert", data, out, "--statistics", stats, "--json", "-q")
+    converted = cli("convert", data, out, "--example-statistics", stats, "--json", "-q")
     assert converted.returncode == 0, converted.stderr
-    assert json.loads(converted.stdout)["statistics"] == stats
+    assert json.loads(converted.stdout)["example_statistics"] == stats
     page = str(tmp_path / "stats.html")
-    shown = cli("show-stats", stats, "-o", page, "--json", "-q")
+    shown = cli("show-statistics", stats, "-o", page, "--json", "-q")
     assert shown.returncode == 0, shown.stderr
     document = json.loads(shown.stdout)
     assert set(document["splits"]) == {"train", "eval"}  # train beside eval by default
     assert sum(s["examples"] for s in document["splits"].values()) == 4000
     html = open(page).read()
     assert html.startswith("<!DOCTYPE html>") and "facets-overview" in html
-    one = cli("show-stats", os.path.join(stats, "Split-eval"), "-o", page, "-q")
+    one = cli("show-statistics", os.path.join(stats, "Split-eval"), "-o", page, "-q")
     schema = str(tmp_path / "schema.pbtxt")
-    inferred = cli("infer-schema", out, "-o", schema, "--split-statistics", stats, "-q")
+    inferred = cli("infer-schema", out, "-o", schema, "--example-statistics", stats, "-q")
     assert inferred.returncode == 0, inferred.stderr
     assert "string_domain" in open(schema).read()  # day: partition values; no C* (16k values)
     assert one.returncode == 0, one.stderr
-    wrong = cli("show-stats", stats, "-o", page, "--split", "test")
+    wrong = cli("show-statistics", stats, "-o", page, "--split", "test")
     assert wrong.returncode == 2 and "no split 'test'" in wrong.stderr
+
+
+def test_the_previous_spellings_still_work_with_a_one_line_deprecation_note(data, tmp_path):
+    out, stats = str(tmp_path / "examples"), str(tmp_path / "statistics")
+    converted = cli("convert", data, out, "--statistics", stats, "--json")
+    assert converted.returncode == 0, converted.stderr
+    assert json.loads(converted.stdout)["statistics"] == stats  # the old key, for one release
+    note = (
+        "tfx-tabular: deprecated: --statistics is --example-statistics now; the old spelling "
+        "goes away in the next release"
+    )
+    assert converted.stderr.splitlines()[0] == note
+    schema = str(tmp_path / "schema.pbtxt")
+    inferred = cli("infer-schema", out, "-o", schema, "--split-statistics", stats)
+    assert inferred.returncode == 0, inferred.stderr
+    assert inferred.stderr.splitlines() == [
+        "tfx-tabular: deprecated: --split-statistics is --example-statistics now; the old "
+        "spelling goes away in the next release"
+    ]
+    assert "string_domain" in open(schema).read()
+    shown = cli("show-stats", stats, "-o", str(tmp_path / "stats.html"))
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stderr.splitlines()[0].startswith(
+        "tfx-tabular: deprecated: show-stats is show-statistics now"
+    )
+    quiet = cli("infer-schema", out, "-o", schema, "--split-statistics", stats, "-q")
+    assert quiet.returncode == 0 and quiet.stderr == ""  # --quiet: errors only

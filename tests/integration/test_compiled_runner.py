@@ -280,7 +280,7 @@ def test_compiled_kubeflow_pipeline_runs_tfx_executors_end_to_end(tmp_path, caps
         data,
         train_steps=5,
         batch_size=32,
-        with_statistics=True,
+        with_example_statistics=True,
         beam_pipeline_args=["--direct_running_mode=in_memory"],
     )
     kubeflow_yaml, vertex_json = str(tmp_path / "pipeline.yaml"), str(tmp_path / "pipeline.json")
@@ -555,7 +555,7 @@ def test_compiled_pipeline_on_gs_runs_under_the_kfp_launcher_end_to_end(tmp_path
         task="binary",
         epochs=1,
         batch_size=64,
-        with_statistics=True,
+        with_example_statistics=True,
         with_transform=True,
         with_evaluator=True,
         beam_pipeline_args=["--direct_running_mode=in_memory", "--direct_num_workers=1"],

@@ -49,7 +49,7 @@ def test_dataflow_beam_args_reach_every_beam_task(target, suffix, tmp_path):
     argv = ["compile", "--target", target, "--image", IMAGE, "-o", str(out), "--task", "binary"]
     argv += ["--data-root", "gs://tfx-tabular-no-such-bucket/data"]
     argv += ["--pipeline-root", "gs://tfx-tabular-no-such-bucket/root"]
-    argv += ["--with-statistics", "stock", "--with-transform", "--with-evaluator"]
+    argv += ["--with-example-statistics", "stock", "--with-transform", "--with-evaluator"]
     argv += [f"--beam-arg={a}" for a in DATAFLOW_ARGS]
     assert cli.main(argv) == 0
 

@@ -23,7 +23,7 @@ def _pipeline(**kwargs):
         "tabular-test",
         PIPELINE_ROOT,
         DATA_ROOT,
-        with_statistics=True,
+        with_example_statistics=True,
         with_transform=True,
         with_evaluator=True,
         **kwargs,

@@ -33,7 +33,7 @@ def test_full_pipeline_with_stock_components(tmp_path):
             batch_size=64,
             epochs=1,
             eval_steps=3,
-            with_statistics=True,
+            with_example_statistics=True,
             with_transform=True,
             with_evaluator=True,
             beam_pipeline_args=IN_MEMORY_BEAM,
@@ -97,7 +97,7 @@ def test_a_string_label_trains_multiclass_and_the_evaluator_follows_the_task(tmp
             str(tmp_path / "data"),
             label="color",
             metadata_path=local_metadata_path(root),
-            schema_statistics=True,  # the classes come from the statistics' string domain
+            sample_statistics=True,  # the classes come from the statistics' string domain
             batch_size=32,
             epochs=12,  # ~200 steps at the default learning rate
             with_evaluator=True,
@@ -129,7 +129,11 @@ def test_a_string_label_trains_multiclass_and_the_evaluator_follows_the_task(tmp
 def test_with_statistics_reads_ours_and_stock_statistics_gen_stays_an_option(tmp_path):
     def built(with_statistics):
         pipeline = create_pipeline(
-            "p", str(tmp_path), str(tmp_path), with_statistics=with_statistics, task="binary"
+            "p",
+            str(tmp_path),
+            str(tmp_path),
+            with_example_statistics=with_statistics,
+            task="binary",
         )
         return {c.id: c for c in pipeline.components}
 
@@ -137,10 +141,10 @@ def test_with_statistics_reads_ours_and_stock_statistics_gen_stays_an_option(tmp
     assert "StatisticsGen" not in ours
     validator_input = ours["ExampleValidator"].inputs["statistics"]
     assert validator_input.producer_component_id == "ParquetExampleGen"
-    assert ours["ParquetSchemaGen"].inputs["example_statistics"] is validator_input
+    assert ours["ParquetSchemaGen"].inputs["statistics"] is validator_input
     stock = built("stock")
     assert stock["ExampleValidator"].inputs["statistics"].producer_component_id == "StatisticsGen"
     assert "statistics" not in stock["ParquetExampleGen"].outputs  # nobody would read them
     assert "ExampleValidator" not in built(False)
-    with pytest.raises(ValueError, match="with_statistics must be"):
+    with pytest.raises(ValueError, match="with_example_statistics must be"):
         built("both")

@@ -203,10 +203,12 @@ def test_statistics_mode_on_the_worker_pool(gcs, pool, data):
     from tfx_tabular.schemas.source import schema_of
 
     args = [*pool.args, f"--temp_location=gs://{BUCKET}/tmp"]
-    portable = schema_of(data, label="label", statistics=True, beam_pipeline_args=args)
-    local = schema_of(data, label="label", statistics=True, beam_pipeline_args=IN_MEMORY_BEAM)
-    assert portable.statistics.rows == local.statistics.rows == 3000
-    assert portable.statistics.string_domains == local.statistics.string_domains > 0
+    portable = schema_of(data, label="label", sample_statistics=True, beam_pipeline_args=args)
+    local = schema_of(
+        data, label="label", sample_statistics=True, beam_pipeline_args=IN_MEMORY_BEAM
+    )
+    assert portable.sample_statistics.rows == local.sample_statistics.rows == 3000
+    assert portable.sample_statistics.string_domains == local.sample_statistics.string_domains > 0
     assert portable.schema == local.schema
     assert not list(gcs.list_blobs(prefix="tmp/"))  # the staged sample is removed
 
@@ -216,7 +218,7 @@ def test_statistics_mode_off_the_local_runner_needs_a_shared_temp_location(pool,
     from tfx_tabular.source.parquet import InputError
 
     with pytest.raises(InputError, match="--temp_location"):
-        schema_of(data, statistics=True, beam_pipeline_args=pool.args)
+        schema_of(data, sample_statistics=True, beam_pipeline_args=pool.args)
 
 
 def test_example_gen_component_with_the_portable_beam_args(pool, demo_dataset, tmp_path):

@@ -948,7 +948,7 @@ def test_schema_of_examples_honours_exclude_columns(tmp_path):
 
 
 def test_statistics_sample_spans_every_row_group_of_every_file(tmp_path):
-    from tfx_tabular.schemas.statistics import sample_parquet
+    from tfx_tabular.schemas.sample_statistics import sample_parquet
 
     for i in range(2):  # 2 files × 4 row groups of 25 rows; ids 0..199
         write(

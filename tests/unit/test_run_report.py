@@ -24,10 +24,10 @@ def test_the_summary_links_the_statistics_facets_page(page, link):
 
 
 def test_the_demo_computes_statistics_and_run_asks_for_them():
-    assert build_parser().parse_args(["demo"]).with_statistics == "ours"
+    assert build_parser().parse_args(["demo"]).with_example_statistics == "ours"
     assert (
         build_parser()
         .parse_args(["run", "--data-root", "d", "--pipeline-root", "r"])
-        .with_statistics
+        .with_example_statistics
         is None
     )

@@ -224,10 +224,10 @@ def test_conversion_statistics_are_deterministic_and_load_in_tfdv(hive_dataset, 
 
 
 def test_statistics_folder_without_splits_is_named(tmp_path):
-    from tfx_tabular.schemas.split_statistics import load_split_statistics
+    from tfx_tabular.schemas.example_statistics import load_example_statistics
 
     with pytest.raises(ValueError, match=str(tmp_path)):
-        load_split_statistics(str(tmp_path))
+        load_example_statistics(str(tmp_path))
 
 
 def test_conversion_without_statistics_writes_none(tmp_path):

@@ -1,5 +1,7 @@
-"""The `tfx-tabular` command: `app` (flags, exit codes, errors, JSON output), `data` (convert,
-infer-schema, show-schema, head) and `pipelines` (run, demo, compile, submit, run-compiled).
+"""The `tfx-tabular` command: `app` (the parser, global flags, JSON output), `common` (exit codes,
+errors and their hints by type, output for people, argument helpers, deprecated spellings), `data`
+(convert, infer-schema, show-schema, show-statistics, head) and `pipelines` (run, demo, compile,
+submit, run-compiled).
 Heavy imports (TensorFlow, Beam, TFX) happen inside the commands that need them."""
 
 from tfx_tabular.cli.app import main

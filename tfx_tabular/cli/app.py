@@ -1,29 +1,21 @@
 """Conventions every subcommand shares: `--verbose` / `--quiet` / `--json` before or after the
 subcommand, `--version`, one JSON document on stdout with `--json` (logs and progress on stderr),
 and exit codes: 0 success, 1 bad input or data, 2 usage, 3 a pipeline task or platform failure.
-Errors are one or two lines (a hint where there is one); `--verbose` adds the traceback."""
+Errors are one or two lines (a hint where there is one); `--verbose` adds the traceback. The
+errors' codes and hints, and what the commands share, are in `common`."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import enum
 import json
 import logging
 import os
 import sys
-import traceback
 import warnings
 from typing import Optional, Sequence
 
-PROG = "tfx-tabular"
-
-
-class Exit(enum.IntEnum):
-    OK = 0
-    DATA = 1  # bad input or data: the message names the file / column
-    USAGE = 2  # the command line (argparse's own code, and options that do not fit together)
-    FAILURE = 3  # a pipeline task or the platform failed
+from tfx_tabular.cli.common import PROG, Exit, print_deprecation_notes, report_error
 
 
 def configure_logging(verbose: bool, quiet: bool) -> None:
@@ -104,50 +96,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _hint(error: BaseException) -> Optional[str]:
-    text = str(error)
-    if isinstance(error, FileNotFoundError) or "does not exist" in text:
-        return "check the path; gs:// URIs work too"
-    if "is not a feature" in text:
-        return "--label takes one of the features listed"
-    if "column '" in text and "choose" not in text:
-        return "fix the file, or leave the column out with --exclude COLUMN"
-    return None
-
-
-def classify(error: BaseException) -> Exit:
-    from tfx_tabular.cli.data import UsageError
-    from tfx_tabular.pipelines.kubeflow import CompileError
-    from tfx_tabular.schemas.infer import SchemaError
-    from tfx_tabular.source.parquet import InputError
-
-    if isinstance(error, (CompileError, UsageError)):
-        return Exit.USAGE
-    if isinstance(error, (InputError, SchemaError, FileNotFoundError, NotADirectoryError)):
-        return Exit.DATA
-    return Exit.FAILURE  # a task, the platform, or a bug: the traceback is one --verbose away
-
-
-def report_error(error: BaseException, verbose: bool) -> Exit:
-    """One line (two with a hint) on stderr; the traceback too with --verbose."""
-    from tfx_tabular.pipelines.compiled_runner import RunError
-
-    code = classify(error)
-    if verbose:
-        traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
-    first = (str(error).strip().splitlines() or [""])[0]
-    ours = code != Exit.FAILURE or isinstance(error, RunError)
-    print(
-        f"{PROG}: error: {first if ours else f'{type(error).__name__}: {first}'}", file=sys.stderr
-    )
-    hint = _hint(error)
-    if hint is None and code == Exit.FAILURE and not verbose:
-        hint = "rerun with --verbose for the full message and traceback"
-    if hint:
-        print(f"hint: {hint}", file=sys.stderr)
-    return code
-
-
 @contextlib.contextmanager
 def _stdout_for_json(enabled: bool):
     """With --json, everything else written to stdout (our lines, TFX's and Beam's prints, child
@@ -176,6 +124,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     args = build_parser().parse_args(argv)  # usage errors exit 2 here
     configure_logging(args.verbose, args.quiet)
+    print_deprecation_notes(args)
     if args.quiet:
         from tfx_tabular.components.progress import QUIET_VARIABLE
 

@@ -1,32 +1,20 @@
-"""Data commands: convert, infer-schema, show-schema, show-stats, head. infer-schema, show-schema
-and head read only footers, protos and a few records: they load pyarrow and tensorflow_metadata,
-not TensorFlow, Beam or TFX."""
+"""Data commands: convert, infer-schema, show-schema, show-statistics, head. infer-schema,
+show-schema and head read only footers, protos and a few records: they load pyarrow and
+tensorflow_metadata, not TensorFlow, Beam or TFX."""
 
 from __future__ import annotations
 
 import argparse
 import time
 
-
-class UsageError(ValueError):
-    """Options that do not fit together (exit code 2, like argparse's own errors)."""
-
-
-def say(args, text: str = "") -> None:
-    """A line for people (stdout; stderr under --json); nothing under --quiet."""
-    if not args.quiet:
-        print(text, flush=True)
-
-
-def pairs(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key, value
-
-
-def csv(text: str) -> list[str]:
-    return [t for t in text.split(",") if t]
+from tfx_tabular.cli.common import (
+    DEPRECATED_COMMANDS,
+    UsageError,
+    add_deprecated_flag,
+    csv,
+    key_values,
+    say,
+)
 
 
 def _add_conversion_arguments(p: argparse.ArgumentParser) -> None:
@@ -38,7 +26,6 @@ def _add_conversion_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--exclude", type=csv, default=[], help="drop these columns")
     g.add_argument(
         "--partition-filter",
-        type=pairs,
         action="append",
         default=[],
         metavar="KEY=V1,V2",
@@ -46,7 +33,6 @@ def _add_conversion_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--partition-type",
-        type=pairs,
         action="append",
         default=[],
         metavar="KEY=int|string",
@@ -71,7 +57,6 @@ def _add_conversion_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--eval-last", type=int, default=PARAMETERS["eval_last_partitions"].default)
     g.add_argument(
         "--split-pattern",
-        type=pairs,
         action="append",
         default=[],
         metavar="NAME=GLOB",
@@ -94,12 +79,14 @@ def _add_conversion_arguments(p: argparse.ArgumentParser) -> None:
         default=PARAMETERS["batch_size"].default,
         help="rows per Arrow batch",
     )
-    g.add_argument(
-        "--statistics",
+    statistics = g.add_argument(
+        "--example-statistics",
         metavar="DIR",
-        help="also write each split's TFDV statistics, computed while converting, as "
-        "DIR/Split-<name>/FeatureStats.pb (stock StatisticsGen's layout; see show-stats)",
+        help="also write the example statistics of each split (TFDV's, computed while "
+        "converting) as DIR/Split-<name>/FeatureStats.pb, stock StatisticsGen's "
+        "ExampleStatistics layout (see show-statistics)",
     )
+    add_deprecated_flag(g, "--statistics", statistics)
     g.add_argument(
         "--beam-arg",
         action="append",
@@ -113,17 +100,23 @@ def cmd_convert(args) -> dict:
     from tfx_tabular.components.progress import Progress
     from tfx_tabular.conversion import convert, plan
 
+    buckets = key_values(args.split_buckets, "--split-buckets")
+    for name, count in buckets.items():
+        if not count.isdigit():
+            raise UsageError(f"--split-buckets {name}={count}: N must be a whole number")
     dataset, splits = plan.plan_conversion(
         args.input,
-        patterns=dict(args.split_pattern) or None,
-        buckets={k: int(v) for k, v in map(pairs, args.split_buckets or [])} or None,
+        patterns=key_values(args.split_pattern, "--split-pattern") or None,
+        buckets={name: int(count) for name, count in buckets.items()} or None,
         split_keys=args.split_keys,
         split_by_partition=args.split_by_partition,
         eval_last_partitions=args.eval_last,
         columns=args.columns,
         exclude_columns=args.exclude,
-        partition_filter={k: csv(v) for k, v in args.partition_filter},
-        partition_types=dict(args.partition_type),
+        partition_filter={
+            k: csv(v) for k, v in key_values(args.partition_filter, "--partition-filter").items()
+        },
+        partition_types=key_values(args.partition_type, "--partition-type"),
         decimal_as=args.decimal_as,
     )
     options = plan.OutputOptions(
@@ -139,7 +132,7 @@ def cmd_convert(args) -> dict:
     )
     if args.quiet:
         result = convert.convert(
-            dataset, args.output_dir, splits, options, args.beam_arg, None, args.statistics
+            dataset, args.output_dir, splits, options, args.beam_arg, None, args.example_statistics
         )
     else:
         with Progress("converting", dataset.num_rows, "rows") as progress:
@@ -150,7 +143,7 @@ def cmd_convert(args) -> dict:
                 options,
                 args.beam_arg,
                 on_progress=progress.update,
-                statistics_dir=args.statistics,
+                statistics_dir=args.example_statistics,
             )
             progress.update(sum(result.rows.values()))
     for name, rows in result.rows.items():
@@ -170,7 +163,8 @@ def cmd_convert(args) -> dict:
         "rows_per_second": round(result.rows_per_second),
         "files": len(dataset.files),
         "features": len(dataset.features),
-        "statistics": result.statistics_dir,
+        "example_statistics": result.statistics_dir,
+        "statistics": result.statistics_dir,  # its previous name: removed in the next release
     }
 
 
@@ -183,12 +177,12 @@ def cmd_infer_schema(args) -> dict:
         args.input,
         label=args.label,
         exclude_columns=args.exclude,
-        statistics=args.stats,
+        sample_statistics=args.sample_statistics,
         sample_rows=args.sample_rows,
         max_vocabulary=args.max_vocabulary,
         curated=args.curated,
         beam_pipeline_args=args.beam_arg,
-        split_statistics=args.split_statistics,
+        example_statistics=args.example_statistics,
     )
     seconds = time.perf_counter() - start
     source = (
@@ -209,18 +203,19 @@ def cmd_infer_schema(args) -> dict:
         "parquet_files": inferred.num_files,
         "seconds": round(seconds, 3),
     }
-    if inferred.statistics is not None:
-        report = inferred.statistics
+    if inferred.sample_statistics is not None:
+        report = inferred.sample_statistics
         say(
             args,
-            f"statistics over {report.rows:,} sampled rows: {report.seconds:.1f} s, "
+            f"sample statistics over {report.rows:,} rows: {report.seconds:.1f} s, "
             f"{report.string_domains} string domains added",
         )
-        document["statistics"] = {
+        document["sample_statistics"] = {
             "rows": report.rows,
             "seconds": round(report.seconds, 3),
             "string_domains": report.string_domains,
         }
+        document["statistics"] = document["sample_statistics"]  # removed in the next release
     schemas.write_schema(inferred.schema, args.output)
     say(args, f"schema written to {args.output}")
     return document
@@ -253,7 +248,7 @@ def cmd_show_schema(args) -> dict:
     return json_format.MessageToDict(schema, preserving_proto_field_name=True)
 
 
-def _load_statistics(path: str) -> dict:
+def _load_example_statistics(path: str) -> dict:
     """Split name → DatasetFeatureStatisticsList, from a FeatureStats.pb file, a Split-<name>
     folder, or an ExampleStatistics folder (ParquetExampleGen's or stock StatisticsGen's)."""
     import posixpath
@@ -261,11 +256,11 @@ def _load_statistics(path: str) -> dict:
     import tensorflow as tf
     from tensorflow_metadata.proto.v0 import statistics_pb2
 
-    from tfx_tabular.schemas.split_statistics import load_split_statistics
+    from tfx_tabular.schemas.example_statistics import load_example_statistics
 
     path = path.rstrip("/")
     if tf.io.gfile.isdir(path) and not posixpath.basename(path).startswith("Split-"):
-        return load_split_statistics(path)
+        return load_example_statistics(path)
     file = posixpath.join(path, "FeatureStats.pb") if tf.io.gfile.isdir(path) else path
     if not tf.io.gfile.exists(file):
         raise FileNotFoundError(f"{file} does not exist")
@@ -289,12 +284,13 @@ def _shown_splits(by_split: dict, split, compare) -> list:
 
 
 def write_facets_page(path: str, output: str, split=None, compare=None) -> dict:
-    """TFDV's Facets Overview of the statistics at `path` (see `_load_statistics`) as an HTML
-    page at `output` (local or an object store); returns the split name → statistics shown."""
+    """TFDV's Facets Overview of the example statistics at `path` (see
+    `_load_example_statistics`) as an HTML page at `output` (local or an object store); returns
+    the split name → statistics shown."""
     import tensorflow as tf
     import tensorflow_data_validation as tfdv
 
-    by_split = _load_statistics(path)
+    by_split = _load_example_statistics(path)
     shown = _shown_splits(by_split, split, compare)
     html = tfdv.utils.display_util.get_statistics_html(
         by_split[shown[0]],
@@ -308,7 +304,7 @@ def write_facets_page(path: str, output: str, split=None, compare=None) -> dict:
     return {name: by_split[name] for name in shown}
 
 
-def cmd_show_stats(args) -> dict:
+def cmd_show_statistics(args) -> dict:
     shown = write_facets_page(args.path, args.output, args.split, args.compare)
     summary = {}
     for name, stats in shown.items():
@@ -380,17 +376,21 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("input", help="a Parquet folder, or a folder ParquetExampleGen wrote")
     p.add_argument("-o", "--output", required=True, help="schema.pbtxt to write")
     p.add_argument("--label", help="the label column (absent in the SERVING environment)")
-    p.add_argument(
-        "--stats",
+    sample = p.add_argument(
+        "--sample-statistics",
         action="store_true",
-        help="add vocabularies, value counts and presence from TFDV over a sample",
+        help="add vocabularies, value counts and presence from TFDV over a sample "
+        "(--sample-rows rows)",
     )
-    p.add_argument(
-        "--split-statistics",
+    add_deprecated_flag(p, "--stats", sample)
+    example = p.add_argument(
+        "--example-statistics",
         metavar="DIR",
-        help="statistics of every split (convert --statistics, or an ExampleStatistics folder): "
-        "presence, value counts and domains that hold on each split",
+        help="the example statistics of every split (convert --example-statistics, or an "
+        "ExampleStatistics artifact folder): presence, value counts and domains that hold on "
+        "each split",
     )
+    add_deprecated_flag(p, "--split-statistics", example)
     p.add_argument("--sample-rows", type=int, default=SCHEMA_GEN["sample_rows"].default)
     p.add_argument("--max-vocabulary", type=int, default=SCHEMA_GEN["max_vocabulary_size"].default)
     p.add_argument("--curated", help="a schema.pbtxt whose features' settings win")
@@ -403,9 +403,10 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_show_schema)
 
     p = sub.add_parser(
-        "show-stats",
+        "show-statistics",
+        aliases=list(DEPRECATED_COMMANDS),
         parents=[common],
-        help="TFDV's Facets view of split statistics as an HTML file",
+        help="TFDV's Facets view of example statistics as an HTML file",
     )
     p.add_argument(
         "path",
@@ -415,7 +416,7 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", required=True, help="the HTML file to write")
     p.add_argument("--split", help="the split to show (default: train beside eval)")
     p.add_argument("--compare", help="a second split to show beside --split")
-    p.set_defaults(func=cmd_show_stats)
+    p.set_defaults(func=cmd_show_statistics)
 
     p = sub.add_parser(
         "head",

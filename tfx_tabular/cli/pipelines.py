@@ -11,12 +11,12 @@ import os
 import time
 from typing import Optional
 
-from tfx_tabular.cli.data import say
+from tfx_tabular.cli.common import UsageError, add_deprecated_flag, key_values, say
 
 
 def _add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
     from tfx_tabular.components.tabular_trainer.spec import PARAMETERS
-    from tfx_tabular.pipelines.pipeline import STATISTICS_SOURCES
+    from tfx_tabular.pipelines.pipeline import EXAMPLE_STATISTICS_SOURCES
     from tfx_tabular.training.task import TASKS
 
     p.add_argument("--pipeline-name", default="tfx-tabular")
@@ -36,14 +36,16 @@ def _add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--train-steps", type=int, help="total training steps (overrides --epochs)")
     p.add_argument("--batch-size", type=int, default=PARAMETERS["batch_size"].default)
     p.add_argument("--model-fn", help="package.module:function building the Keras model")
-    p.add_argument(
-        "--with-statistics",
+    statistics = p.add_argument(
+        "--with-example-statistics",
         nargs="?",
         const="ours",
-        choices=STATISTICS_SOURCES,
-        help="add statistics + stock ExampleValidator: ours (the default; computed while "
-        "converting, and the schema built from them) or stock (StatisticsGen, a second pass)",
+        choices=EXAMPLE_STATISTICS_SOURCES,
+        help="add example statistics + stock ExampleValidator: ours (the default; computed "
+        "while converting, and the schema built from them) or stock (StatisticsGen, a second "
+        "pass)",
     )
+    add_deprecated_flag(p, "--with-statistics", statistics)
     p.add_argument(
         "--with-transform",
         action="store_true",
@@ -75,7 +77,7 @@ def _create_pipeline(
         epochs=args.epochs,
         train_steps=args.train_steps,
         batch_size=args.batch_size,
-        with_statistics=args.with_statistics,
+        with_example_statistics=args.with_example_statistics,
         with_transform=args.with_transform,
         with_evaluator=args.with_evaluator,
         model_fn=args.model_fn,
@@ -149,7 +151,7 @@ def _run_pipeline(args, data_root: str, pipeline_root: str) -> dict:
 
 
 def _facets_page(statistics_uri: str, pipeline_root: str) -> str:
-    """The run's split statistics as TFDV's Facets Overview page, in its pipeline root."""
+    """The run's example statistics as TFDV's Facets Overview page, in its pipeline root."""
     from tfx_tabular.cli.data import write_facets_page
 
     output = os.path.join(pipeline_root, "statistics.html")
@@ -272,7 +274,6 @@ def cmd_compile(args) -> dict:
 
 
 def cmd_submit(args) -> dict:
-    from tfx_tabular.cli.data import UsageError
     from tfx_tabular.pipelines import submit
 
     submission = submit.Submission(
@@ -306,25 +307,9 @@ def cmd_submit(args) -> dict:
     return document
 
 
-def key_values(pairs, flag: str) -> dict:
-    """KEY=VALUE flags (repeatable) as a dict; a malformed or repeated one is a usage error."""
-    from tfx_tabular.cli.data import UsageError
-
-    values = {}
-    for pair in pairs or ():
-        key, equals, value = pair.partition("=")
-        if not equals or not key:
-            raise UsageError(f"{flag} takes KEY=VALUE, not {pair!r}")
-        if key in values:
-            raise UsageError(f"{flag} {key} is given twice")
-        values[key] = value
-    return values
-
-
 @contextlib.contextmanager
 def parameter_errors_are_usage_errors():
     """A pipeline parameter or a submit option the platform refuses: exit code 2."""
-    from tfx_tabular.cli.data import UsageError
     from tfx_tabular.pipelines.compiled_runner import ParameterError
     from tfx_tabular.pipelines.submit import SubmitError
 
@@ -500,4 +485,5 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--rows", type=int, default=200_000)
     p.add_argument("--workdir", default="out/demo")
     _add_pipeline_arguments(p)
-    p.set_defaults(func=cmd_demo, with_statistics="ours")  # the demo shows its statistics
+    # The demo shows its example statistics.
+    p.set_defaults(func=cmd_demo, with_example_statistics="ours")

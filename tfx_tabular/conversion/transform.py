@@ -30,7 +30,7 @@ from tfx_tabular.coders import encoding
 from tfx_tabular.conversion.plan import OutputOptions, Splits, plan_shards, shard_name
 from tfx_tabular.source import parquet
 from tfx_tabular.source.mapping import features_of
-from tfx_tabular.source.parquet import Dataset, InputError
+from tfx_tabular.source.parquet import ColumnError, Dataset, InputError
 
 PROGRESS_DIR = "progress"
 # In the staging folder: one file per finished shard with its rows per split; written last, so
@@ -38,13 +38,13 @@ PROGRESS_DIR = "progress"
 ROW_COUNTS_DIR = "row_counts"
 # Rows read at a time with statistics (encoded `batch_size` rows at a time): a row group of the
 # common writers' size, so the statistics count whole row groups, each dictionary page once
-# (~60 MiB more per converting thread than reading `batch_size` rows).
+# (the price: each converting thread holds a decoded row group, not `batch_size` rows).
 STATISTICS_READ_ROWS = 65_536
 FEATURE_STATS_DIR = "feature_stats"  # in the staging folder: Split-<name>/FeatureStats.pb
 # In the staging folder: <split>/shard-<index>, each shard's SplitStatistics bytes, merged by
-# `publish`. Files, not Beam outputs: the ~1.6 MiB per split and shard a runner held until a
-# merge stage made peak memory grow with the number of shards (1.33x from 1M to 10M rows), and
-# that stage's start-up and GIL-bound merges cost more than the merge itself.
+# `publish`. Files, not Beam outputs: the parts a runner held until a merge stage made peak
+# memory grow with the number of shards, and that stage's start-up and GIL-bound merges cost more
+# than the merge itself.
 STATISTICS_PARTS_DIR = "statistics_parts"
 
 
@@ -248,7 +248,7 @@ class ConvertShard(beam.DoFn):
                 try:
                     columns = encoding.feature_columns(batch, self._features)
                 except encoding.ConversionError as e:
-                    raise InputError(f"{info.path}: {e}") from None
+                    raise ColumnError(f"{info.path}: {e}") from None
                 split_ids = self._write_batch(writers, rows, batch, columns, info.relative)
                 if split_statistics is not None:
                     statistics.add_batch(split_statistics, columns, split_ids)

@@ -1,6 +1,6 @@
 """The tfx-tabular pipeline: ParquetExampleGen → ParquetSchemaGen → TabularTrainer, with optional
-statistics + stock ExampleValidator, Transform and Evaluator (their presence shows our artifacts
-are standard TFX artifacts)."""
+example statistics + stock ExampleValidator, Transform and Evaluator (their presence shows our
+artifacts are standard TFX artifacts)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,14 @@ import os
 from typing import Optional, Sequence, Union
 
 DEFAULT_PREPROCESSING_FN = "tfx_tabular.pipelines.preprocessing.preprocessing_fn"
-# with_statistics: "ours" (True) reads ParquetExampleGen's statistics, computed while converting;
-# "stock" adds stock StatisticsGen, a second pass over the Examples.
-STATISTICS_SOURCES = ("ours", "stock")
+# with_example_statistics: "ours" (True) reads ParquetExampleGen's example statistics, computed
+# while converting; "stock" adds stock StatisticsGen, a second pass over the Examples.
+EXAMPLE_STATISTICS_SOURCES = ("ours", "stock")
+# Old keyword → new: still accepted, with a DeprecationWarning, for one release.
+RENAMED_PARAMETERS = {
+    "with_statistics": "with_example_statistics",
+    "schema_statistics": "sample_statistics",
+}
 # What the Evaluator computes for each task (TFMA metric or Keras metric class names).
 EVALUATOR_METRICS = {
     "binary": ("ExampleCount", "AUC", "BinaryAccuracy"),
@@ -59,13 +64,13 @@ def create_pipeline(
     split_by_partition: Optional[str] = None,
     eval_last_partitions: Optional[int] = None,
     curated_schema: Optional[str] = None,
-    schema_statistics: bool = False,
+    sample_statistics: Optional[bool] = None,
     epochs: Optional[int] = None,
     train_steps: Optional[int] = None,
     batch_size: Optional[int] = None,
     eval_steps: Optional[int] = None,
     model_fn: Optional[str] = None,
-    with_statistics: Union[bool, str] = False,
+    with_example_statistics: Union[bool, str, None] = None,
     with_transform: bool = False,
     preprocessing_fn: str = DEFAULT_PREPROCESSING_FN,
     with_evaluator: bool = False,
@@ -73,39 +78,54 @@ def create_pipeline(
     beam_pipeline_args: Sequence[str] = (),
     enable_cache: bool = True,
     vertex_training=None,
+    **deprecated,
 ):
     """A `tfx.dsl.Pipeline`. `metadata_path` (a SQLite file) is for local runs; compiled Kubeflow
     and Vertex pipelines use their platform's ML Metadata and leave it None. `vertex_training` (a
     `VertexTraining`) makes the Trainer task launch a Vertex AI custom training job. Parameters
     left None take the components' defaults (their `spec.py`). `task` (binary, multiclass,
     regression; default: the one the label implies) sets the Trainer's head and the Evaluator's
-    metrics. `with_statistics` ("ours" or True, "stock") adds statistics and stock
-    ExampleValidator: "ours" has ParquetExampleGen compute them while converting and
+    metrics. `with_example_statistics` ("ours" or True, "stock") adds example statistics and
+    stock ExampleValidator: "ours" has ParquetExampleGen compute them while converting and
     ParquetSchemaGen build a schema that holds on every split from them (unless
-    `schema_statistics` asks for a sample); "stock" runs stock StatisticsGen."""
+    `sample_statistics` asks for TFDV over a sample instead); "stock" runs stock StatisticsGen.
+    `with_statistics` and `schema_statistics`, the old spellings of `with_example_statistics` and
+    `sample_statistics`, still work for one release, with a DeprecationWarning."""
     from tfx import v1 as tfx
 
     from tfx_tabular.components import ParquetExampleGen, ParquetSchemaGen, TabularTrainer
+    from tfx_tabular.components.deprecation import with_renamed
 
-    source = "ours" if with_statistics is True else with_statistics or None
-    if source is not None and source not in STATISTICS_SOURCES:
+    renamed = with_renamed(
+        "create_pipeline",
+        {
+            "with_example_statistics": with_example_statistics,
+            "sample_statistics": sample_statistics,
+        },
+        deprecated,
+        RENAMED_PARAMETERS,
+    )
+    with_example_statistics = renamed["with_example_statistics"]
+    sample_statistics = renamed["sample_statistics"]
+    source = "ours" if with_example_statistics is True else with_example_statistics or None
+    if source is not None and source not in EXAMPLE_STATISTICS_SOURCES:
         raise ValueError(
-            f"with_statistics must be True, False or one of {STATISTICS_SOURCES}, "
-            f"not {with_statistics!r}"
+            f"with_example_statistics must be True, False or one of "
+            f"{EXAMPLE_STATISTICS_SOURCES}, not {with_example_statistics!r}"
         )
     example_gen = ParquetExampleGen(
         input_base=data_root,
         split_by_partition=split_by_partition,
         eval_last_partitions=eval_last_partitions,
-        compute_statistics=source == "ours",  # nobody reads them otherwise
+        compute_example_statistics=source == "ours",  # nobody reads them otherwise
     )
     ours = example_gen.outputs["statistics"] if source == "ours" else None
     schema_gen = ParquetSchemaGen(
         examples=example_gen.outputs["examples"],
-        example_statistics=None if schema_statistics else ours,
+        statistics=None if sample_statistics else ours,
         label=label,
         curated_schema=curated_schema,
-        statistics=schema_statistics,
+        sample_statistics=sample_statistics,
     )
     components = [example_gen, schema_gen]
     if source == "stock":

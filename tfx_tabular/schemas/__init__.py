@@ -1,6 +1,7 @@
-"""Schemas: inference from Parquet metadata (`infer`), optional TFDV statistics over a sample
-(`statistics`), and the parsing spec (`parsing`), all over the one Arrow → tf.Example mapping in
-`tfx_tabular.source.mapping`.
+"""Schemas: inference from Parquet metadata (`infer`), the optional constraints of example
+statistics (`example_statistics`: an ExampleStatistics artifact of every split) or of sample
+statistics (`sample_statistics`: TFDV over a row sample), and the parsing spec (`parsing`), all
+over the one Arrow → tf.Example mapping in `tfx_tabular.source.mapping`.
 
 No TFX imports, and imported lazily: `import tfx_tabular.schemas` loads neither TensorFlow nor TFDV.
 """
@@ -17,7 +18,7 @@ _LAZY = {
     "label_of": "tfx_tabular.schemas.infer",
     "SchemaError": "tfx_tabular.schemas.infer",
     "feature_spec": "tfx_tabular.schemas.parsing",
-    "statistics_overlay": "tfx_tabular.schemas.statistics",
+    "sample_statistics_overlay": "tfx_tabular.schemas.sample_statistics",
     "schema_rows": "tfx_tabular.schemas.describe",
 }
 

@@ -7,7 +7,7 @@ What the footers tell, per feature:
   for a non-nullable fixed_size_list<N>; otherwise a variable number of values;
 * presence: min_fraction 1.0 and min_count 1 when never null, nothing otherwise: the footers
   cannot tell how a column's values fall into splits, and a schema must hold on every split
-  (statistics, `split_statistics`, add what they prove);
+  (example statistics, `schemas.example_statistics`, add what they prove);
 * int_domain / float_domain from footer min/max (float_domain widened to float32, as written), bool_domain for bools, time_domain with the epoch
   unit for dates and timestamps, string_domain with the values of string partition columns;
 * a RaggedTensor tensor representation for nested lists (row-length partitions);
@@ -44,6 +44,10 @@ _TIME_FORMATS = {
 
 class SchemaError(ValueError):
     """A schema that does not fit the data (e.g. an overlay naming unknown features)."""
+
+
+class LabelError(SchemaError):
+    """A label that is not a feature of the data (the message lists the features)."""
 
 
 def _never_null(feature: Feature, summary: SourceMetadata) -> bool:
@@ -113,7 +117,7 @@ def infer_schema(summary: SourceMetadata, label: Optional[str] = None) -> schema
     """The Schema of what ParquetExampleGen writes for `summary`'s source; no data pass."""
     features = features_of(summary.schema, summary.decimal_as)
     if label is not None and label not in {f.name for f in features}:
-        raise SchemaError(
+        raise LabelError(
             f"label {label!r} is not a feature (features: "
             f"{', '.join(f.name for f in features[:20])}...)"
         )

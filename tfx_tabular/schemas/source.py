@@ -1,7 +1,7 @@
 """The schema of a source, the one way the CLI and ParquetSchemaGen make it: from a Parquet folder
 or an Examples folder ParquetExampleGen wrote (local or object store), then the constraints the
-statistics of every split prove (optional; or statistics over a sample), then a curated overlay
-(optional)."""
+example statistics of every split prove (optional; or sample statistics, TFDV over a sample),
+then a curated overlay (optional)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from typing import Optional, Sequence
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from tfx_tabular.schemas.infer import SchemaError, infer_schema, overlay
-from tfx_tabular.schemas.statistics import (
+from tfx_tabular.schemas.sample_statistics import (
     DEFAULT_MAX_VOCABULARY,
     DEFAULT_SAMPLE_ROWS,
-    StatisticsReport,
-    statistics_overlay,
+    SampleStatisticsReport,
+    sample_statistics_overlay,
 )
 from tfx_tabular.source import parquet
 
@@ -26,7 +26,7 @@ class InferredSchema:
     metadata: parquet.SourceMetadata
     from_examples: bool
     num_files: int  # Parquet files whose footers were read (0 for an Examples folder)
-    statistics: Optional[StatisticsReport] = None
+    sample_statistics: Optional[SampleStatisticsReport] = None
 
 
 def _example_files(examples_uri: str) -> list[str]:
@@ -40,22 +40,23 @@ def schema_of(
     *,
     label: Optional[str] = None,
     exclude_columns: Sequence[str] = (),
-    statistics: bool = False,
+    sample_statistics: bool = False,
     sample_rows: int = DEFAULT_SAMPLE_ROWS,
     max_vocabulary: int = DEFAULT_MAX_VOCABULARY,
     curated: Optional[str] = None,
     beam_pipeline_args: Sequence[str] = (),
     examples: Optional[bool] = None,
-    split_statistics: Optional[str] = None,
+    example_statistics: Optional[str] = None,
 ) -> InferredSchema:
     """Infer the schema of `uri`: an Examples folder ParquetExampleGen wrote (`examples=True`),
     a Parquet folder (False), or whichever it is (None). `exclude_columns` are left out.
-    `split_statistics`: an ExampleStatistics folder (`Split-<name>/FeatureStats.pb`) of the
-    same data, whose constraints hold on every split (`schemas.split_statistics`)."""
-    if statistics and split_statistics:
+    `example_statistics`: an ExampleStatistics folder (`Split-<name>/FeatureStats.pb`) of the
+    same data, whose constraints hold on every split (`schemas.example_statistics`).
+    `sample_statistics`: TFDV over `sample_rows` sampled rows (`schemas.sample_statistics`)."""
+    if sample_statistics and example_statistics:
         raise SchemaError(
-            "give either split statistics or statistics=True (a sample), not both: "
-            "the split statistics already cover every row"
+            "give either example statistics or sample statistics, not both: "
+            "the example statistics already cover every row"
         )
     from tfx_tabular import schemas
 
@@ -72,20 +73,20 @@ def schema_of(
         from_examples,
         0 if dataset is None else len(dataset.files),
     )
-    if split_statistics:
-        # Imported here: it loads the conversion's statistics module (tfx_bsl, numba), which
+    if example_statistics:
+        # Imported here: it loads the conversion's statistics package (tfx_bsl, numba), which
         # footer-only inference never needs.
-        from tfx_tabular.schemas.split_statistics import (
-            apply_split_statistics,
-            load_split_statistics,
+        from tfx_tabular.schemas.example_statistics import (
+            apply_example_statistics,
+            load_example_statistics,
         )
 
-        result.schema = apply_split_statistics(
-            result.schema, load_split_statistics(split_statistics), max_vocabulary
+        result.schema = apply_example_statistics(
+            result.schema, load_example_statistics(example_statistics), max_vocabulary
         )
-    if statistics:
+    if sample_statistics:
         sample_source = _example_files(uri) if from_examples else dataset
-        result.schema, result.statistics = statistics_overlay(
+        result.schema, result.sample_statistics = sample_statistics_overlay(
             sample_source, sample_rows, max_vocabulary, beam_pipeline_args, base=result.schema
         )
     if curated:

@@ -32,6 +32,15 @@ class InputError(ValueError):
     """Input that cannot be converted; the message names the file (and column)."""
 
 
+class InputNotFoundError(InputError):
+    """The input folder does not exist."""
+
+
+class ColumnError(InputError):
+    """Input that fails on one column, which the message names: the file can be fixed, or the
+    column left out."""
+
+
 @dataclasses.dataclass(frozen=True)
 class ColumnStats:
     """Footer statistics of a top-level non-nested column, over a file or a dataset.
@@ -90,8 +99,8 @@ def _unpickle(cls, schema: bytes, state: bytes):
 
 class _QuickPickle:
     """Beam pickles the conversion's DoFn, and with it every file's schema and footer statistics,
-    with dill several times a run: seconds for wide files (10,000 columns: ~7 s), where Arrow IPC
-    and the C pickler take milliseconds."""
+    with dill several times a run: slow for wide files (thousands of columns), where Arrow IPC
+    and the C pickler are orders of magnitude faster."""
 
     def __reduce__(self):
         state = {
@@ -328,7 +337,7 @@ def list_files(
     try:
         infos = filesystem.get_file_info(pafs.FileSelector(base, recursive=True))
     except FileNotFoundError:
-        raise InputError(f"input folder {base} does not exist") from None
+        raise InputNotFoundError(f"input folder {base} does not exist") from None
     except NotADirectoryError:
         raise InputError(
             f"input {base} is a file; give the folder that holds the Parquet files"
@@ -364,7 +373,7 @@ def _check_unique_names(path: str, schema: pa.Schema) -> None:
     seen = set()
     for name in schema.names:
         if name in seen:
-            raise InputError(
+            raise ColumnError(
                 f"{path}: column {name!r} appears {schema.names.count(name)} times; "
                 "rename the duplicates (tf.Example features need unique names)"
             )
@@ -451,7 +460,7 @@ def unify_schemas(files: Sequence[ParquetFileInfo], decimal_as: str = "float") -
             try:
                 signature = signature_of(field)
             except ValueError as e:  # unsupported types, duplicate struct fields
-                raise InputError(f"{info.path}: {e}") from None
+                raise ColumnError(f"{info.path}: {e}") from None
             if field.name not in fields:
                 fields[field.name] = (field, info)
                 continue
@@ -459,7 +468,7 @@ def unify_schemas(files: Sequence[ParquetFileInfo], decimal_as: str = "float") -
             if signature != signature_of(first) and not (
                 pa.types.is_null(first.type) or pa.types.is_null(field.type)
             ):
-                raise InputError(
+                raise ColumnError(
                     f"column {field.name!r} is {first.type} in {first_info.path} but {field.type} in "
                     f"{info.path}: these types do not convert to the same tf.Example feature"
                 )
@@ -478,7 +487,7 @@ def unify_schemas(files: Sequence[ParquetFileInfo], decimal_as: str = "float") -
     for name, (field, first_info) in fields.items():
         for info in files:
             if info.schema.get_field_index(name) < 0 and not field.nullable:
-                raise InputError(
+                raise ColumnError(
                     f"column {name!r} is required (not nullable) in {first_info.path} "
                     f"but missing from {info.path}"
                 )
@@ -561,7 +570,7 @@ def open_dataset(
     for field in partition_fields:
         if field.name in file_schema.names:
             owner = next(f for f in files if field.name in f.schema.names)
-            raise InputError(
+            raise ColumnError(
                 f"{owner.path}: column {field.name!r} is also a partition key in the "
                 "folder names; rename the column or the partition folders "
                 f"(exclude_columns=[{field.name!r}] drops both)"
@@ -573,8 +582,8 @@ def open_dataset(
             raise InputError(f"columns {missing} are in no file under {input_base}")
     try:
         features_of(schema, decimal_as)
-    except ValueError as e:
-        raise InputError(f"{input_base}: {e}") from None
+    except ValueError as e:  # a column without a tf.Example representation
+        raise ColumnError(f"{input_base}: {e}") from None
     return Dataset(
         filesystem, base, tuple(files), schema, tuple(p.name for p in partition_fields), decimal_as
     )

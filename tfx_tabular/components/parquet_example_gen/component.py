@@ -10,6 +10,7 @@ from tfx.proto import example_gen_pb2, range_config_pb2
 from tfx.types import channel, standard_artifacts, standard_component_specs
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
+from tfx_tabular.components.deprecation import with_renamed
 from tfx_tabular.components.parameters import execution_parameters
 from tfx_tabular.components.parquet_example_gen import driver, executor, spec
 
@@ -56,10 +57,11 @@ class ParquetExampleGen(base_beam_component.BaseBeamComponent):
     payload_format) plus `row_counts` (per split), `compression`, `num_shards`, and the source
     Arrow schema as `source_schema.arrow` beside the Split-* folders.
 
-    `compute_statistics` (default on): a second output, `statistics`, the `ExampleStatistics`
-    stock StatisticsGen would write for the same Examples (`Split-<name>/FeatureStats.pb`),
-    computed while converting (`tfx_tabular.statistics.engine`); stock SchemaGen, ExampleValidator
-    and ParquetSchemaGen read it.
+    `compute_example_statistics` (default on): a second output, `statistics`, the
+    `ExampleStatistics` stock StatisticsGen would write for the same Examples
+    (`Split-<name>/FeatureStats.pb`), computed while converting (`tfx_tabular.statistics.engine`);
+    stock SchemaGen, ExampleValidator and ParquetSchemaGen read it. (`compute_statistics`, its
+    old spelling, still works for one release, with a DeprecationWarning.)
     """
 
     SPEC_CLASS = ParquetExampleGenSpec
@@ -84,14 +86,21 @@ class ParquetExampleGen(base_beam_component.BaseBeamComponent):
         compression_level: Optional[int] = None,
         num_shards: Optional[int] = None,
         batch_size: Optional[int] = None,
-        compute_statistics: Optional[bool] = None,
+        compute_example_statistics: Optional[bool] = None,
+        **deprecated,
     ):
         """Parameters left None take their defaults from `spec.PARAMETERS`."""
+        compute_example_statistics = with_renamed(
+            "ParquetExampleGen",
+            {"compute_example_statistics": compute_example_statistics},
+            deprecated,
+            spec.RENAMED_PARAMETERS,
+        )["compute_example_statistics"]
         input_config = input_config or DEFAULT_INPUT_CONFIG
-        with_statistics = (
-            spec.PARAMETERS["compute_statistics"].default
-            if compute_statistics is None
-            else compute_statistics
+        with_output = (
+            spec.PARAMETERS["compute_example_statistics"].default
+            if compute_example_statistics is None
+            else compute_example_statistics
         )
         if output_config is None:
             output_config = (
@@ -117,10 +126,12 @@ class ParquetExampleGen(base_beam_component.BaseBeamComponent):
                 compression_level=compression_level,
                 num_shards=num_shards,
                 batch_size=batch_size,
-                compute_statistics=None if compute_statistics is None else int(compute_statistics),
+                compute_example_statistics=(
+                    None if compute_example_statistics is None else int(compute_example_statistics)
+                ),
                 examples=channel.Channel(type=standard_artifacts.Examples),
                 statistics=channel.Channel(type=standard_artifacts.ExampleStatistics)
-                if with_statistics
+                if with_output
                 else None,
             )
         )

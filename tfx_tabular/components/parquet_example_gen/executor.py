@@ -54,7 +54,7 @@ def _plan(exec_properties: Dict[str, Any]) -> tuple:
 
 
 def _record_statistics(statistics, examples, split_names: List[str]) -> None:
-    """The properties stock StatisticsGen gives its artifact."""
+    """The properties stock StatisticsGen gives its ExampleStatistics artifact."""
     statistics.split_names = artifact_utils.encode_split_names(split_names)
     statistics.span = examples.span
 

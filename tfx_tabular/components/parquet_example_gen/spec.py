@@ -12,7 +12,9 @@ from tfx_tabular.components.parameters import Parameter
 from tfx_tabular.conversion.plan import DEFAULT_BUCKETS, OutputOptions
 
 EXAMPLES = "examples"
-STATISTICS = "statistics"  # the optional ExampleStatistics output, computed while converting
+# The optional ExampleStatistics output, computed while converting: TFX's channel name (stock
+# StatisticsGen's output, stock SchemaGen's and ExampleValidator's input).
+STATISTICS = "statistics"
 DEFAULT_SPLIT_BUCKETS = dict(DEFAULT_BUCKETS)
 
 PARAMETERS = {
@@ -28,6 +30,9 @@ PARAMETERS = {
     "compression_level": Parameter(int, default=OutputOptions.compression_level),
     "num_shards": Parameter(int, default=OutputOptions.num_shards),
     "batch_size": Parameter(int, default=OutputOptions.batch_size),
-    # 1: also output each split's statistics (stock StatisticsGen's artifact), in the same pass.
-    "compute_statistics": Parameter(int, default=1),
+    # 1: also output the example statistics of each split (stock StatisticsGen's artifact,
+    # ExampleStatistics), in the same pass.
+    "compute_example_statistics": Parameter(int, default=1),
 }
+# Old keyword → new: still accepted by the component, with a DeprecationWarning, for one release.
+RENAMED_PARAMETERS = {"compute_statistics": "compute_example_statistics"}

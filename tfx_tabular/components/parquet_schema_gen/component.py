@@ -9,6 +9,7 @@ from tfx.dsl.components.base import base_beam_component, executor_spec
 from tfx.types import channel, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec
 
+from tfx_tabular.components.deprecation import warn_renamed, with_renamed
 from tfx_tabular.components.parameters import execution_parameters
 from tfx_tabular.components.parquet_schema_gen import executor, spec
 
@@ -17,9 +18,7 @@ class ParquetSchemaGenSpec(ComponentSpec):
     PARAMETERS = execution_parameters(spec.PARAMETERS)
     INPUTS = {
         spec.EXAMPLES: ChannelParameter(type=standard_artifacts.Examples, optional=True),
-        spec.EXAMPLE_STATISTICS: ChannelParameter(
-            type=standard_artifacts.ExampleStatistics, optional=True
-        ),
+        spec.STATISTICS: ChannelParameter(type=standard_artifacts.ExampleStatistics, optional=True),
     }
     OUTPUTS = {spec.SCHEMA: ChannelParameter(type=standard_artifacts.Schema)}
 
@@ -29,12 +28,15 @@ class ParquetSchemaGen(base_beam_component.BaseBeamComponent):
 
     Give `examples` (ParquetExampleGen's output: it carries the source's Arrow schema and footer
     statistics) or `input_base` (a Parquet folder). `label` marks the label (absent in the
-    SERVING environment). `statistics=True` adds string domains up to `max_vocabulary_size`,
-    value counts and presence from TFDV over `sample_rows` sampled rows.
-    `example_statistics` (ParquetExampleGen's `statistics` output, or stock StatisticsGen's):
-    presence, value counts, string domains (up to `max_vocabulary_size`) and numeric ranges that
-    hold on every split, so ExampleValidator finds no anomaly on the data the schema came from.
+    SERVING environment). `statistics`, as stock SchemaGen's (ExampleStatistics: ParquetExampleGen's
+    `statistics` output, or stock StatisticsGen's): presence, value counts, string domains (up to
+    `max_vocabulary_size`) and numeric ranges that hold on every split, so ExampleValidator finds
+    no anomaly on the data the schema came from. Or `sample_statistics=True`: string domains up to
+    `max_vocabulary_size`, value counts and presence from TFDV over `sample_rows` sampled rows.
     `curated_schema`: a schema.pbtxt path or URI whose features' settings win over the inferred.
+
+    Deprecated for one release (a DeprecationWarning): `example_statistics=` (now `statistics=`)
+    and `statistics=True/False` (a bool: now `sample_statistics=`).
     """
 
     SPEC_CLASS = ParquetSchemaGenSpec
@@ -43,26 +45,39 @@ class ParquetSchemaGen(base_beam_component.BaseBeamComponent):
     def __init__(
         self,
         examples: Optional[channel.BaseChannel] = None,
-        example_statistics: Optional[channel.BaseChannel] = None,
+        statistics: Optional[channel.BaseChannel] = None,
         input_base: Optional[str] = None,
         label: Optional[str] = None,
         curated_schema: Optional[str] = None,
-        statistics: bool = False,
+        sample_statistics: Optional[bool] = None,
         sample_rows: Optional[int] = None,
         max_vocabulary_size: Optional[int] = None,
         exclude_columns: Optional[List[str]] = None,
+        **deprecated,
     ):
         """Parameters left None take their defaults from `spec.PARAMETERS`."""
+        if statistics is not None and not isinstance(statistics, channel.BaseChannel):
+            # The previous release's `statistics: bool`, now `sample_statistics`.
+            if sample_statistics is not None:
+                raise TypeError(
+                    "ParquetSchemaGen() got both 'sample_statistics' and a bool 'statistics', "
+                    "its deprecated spelling"
+                )
+            warn_renamed("ParquetSchemaGen", "statistics", "sample_statistics")
+            statistics, sample_statistics = None, bool(statistics)
+        statistics = with_renamed(
+            "ParquetSchemaGen", {spec.STATISTICS: statistics}, deprecated, spec.RENAMED_PARAMETERS
+        )[spec.STATISTICS]
         if (examples is None) == (input_base is None):
             raise ValueError("give exactly one of `examples` and `input_base`")
         super().__init__(
             ParquetSchemaGenSpec(
                 examples=examples,
-                example_statistics=example_statistics,
+                statistics=statistics,
                 input_base=input_base,
                 label=label,
                 curated_schema=curated_schema,
-                statistics=int(statistics),
+                sample_statistics=None if sample_statistics is None else int(sample_statistics),
                 sample_rows=sample_rows,
                 max_vocabulary_size=max_vocabulary_size,
                 exclude_columns=exclude_columns,

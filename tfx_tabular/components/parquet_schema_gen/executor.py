@@ -25,7 +25,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         start = time.perf_counter()
         params = resolve(exec_properties, spec.PARAMETERS)
         examples = input_dict.get(spec.EXAMPLES) or []
-        split_statistics = input_dict.get(spec.EXAMPLE_STATISTICS) or []
+        statistics = input_dict.get(spec.STATISTICS) or []
         source = (
             artifact_utils.get_single_instance(examples).uri if examples else params["input_base"]
         )
@@ -33,22 +33,21 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             source,
             label=params["label"] or None,
             exclude_columns=params["exclude_columns"],
-            statistics=bool(params["statistics"]),
+            sample_statistics=bool(params["sample_statistics"]),
             sample_rows=params["sample_rows"],
             max_vocabulary=params["max_vocabulary_size"],
             curated=params["curated_schema"],
             beam_pipeline_args=self._beam_pipeline_args or [],
             examples=bool(examples),
-            split_statistics=(
-                artifact_utils.get_single_instance(split_statistics).uri
-                if split_statistics
-                else None
+            example_statistics=(
+                artifact_utils.get_single_instance(statistics).uri if statistics else None
             ),
         )
         output = artifact_utils.get_single_instance(output_dict[spec.SCHEMA])
-        if inferred.statistics is not None:
-            output.set_int_custom_property("statistics_rows", inferred.statistics.rows)
-            output.set_float_custom_property("statistics_seconds", inferred.statistics.seconds)
+        report = inferred.sample_statistics
+        if report is not None:
+            output.set_int_custom_property("sample_statistics_rows", report.rows)
+            output.set_float_custom_property("sample_statistics_seconds", report.seconds)
         schemas.write_schema(inferred.schema, output.uri)
         output.set_int_custom_property("num_features", len(inferred.schema.feature))
         output.set_float_custom_property("inference_seconds", time.perf_counter() - start)

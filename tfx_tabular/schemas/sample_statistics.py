@@ -1,4 +1,4 @@
-"""Optional statistics mode of schema inference: TFDV on Beam over a row sample.
+"""Sample statistics, an option of schema inference: TFDV on Beam over a row sample.
 
 Adds what footers cannot tell: string domains (vocabularies up to a size cap), value-count ranges
 of list features and observed presence fractions. The sample spans the source: an equal share of
@@ -23,7 +23,9 @@ DEFAULT_MAX_VOCABULARY = 1_000
 
 
 @dataclasses.dataclass
-class StatisticsReport:
+class SampleStatisticsReport:
+    """What the sample statistics cost and added: rows sampled, seconds, string domains."""
+
     rows: int
     seconds: float
     string_domains: int
@@ -89,7 +91,7 @@ def sample_examples(files: Sequence[str], rows: int, path: str) -> int:
 
 @contextlib.contextmanager
 def _shared_folder(beam_pipeline_args: Sequence[str]):
-    """A folder for the sample and the statistics that the runner's workers can read and write:
+    """A folder for the sample and its statistics that the runner's workers can read and write:
     `--temp_location` when given, else (the local DirectRunner only) a local temporary folder."""
     from apache_beam.options.pipeline_options import (
         GoogleCloudOptions,
@@ -103,7 +105,7 @@ def _shared_folder(beam_pipeline_args: Sequence[str]):
     options = PipelineOptions(list(beam_pipeline_args))
     temp_location = options.view_as(GoogleCloudOptions).temp_location
     if temp_location:
-        folder = posixpath.join(temp_location, f"tfx-tabular-statistics-{uuid.uuid4().hex}")
+        folder = posixpath.join(temp_location, f"tfx-tabular-sample-statistics-{uuid.uuid4().hex}")
         try:
             yield folder
         finally:
@@ -117,7 +119,7 @@ def _shared_folder(beam_pipeline_args: Sequence[str]):
         from tfx_tabular.source.parquet import InputError
 
         raise InputError(
-            f"statistics mode on {runner} needs --temp_location, a folder its workers share "
+            f"sample statistics on {runner} need --temp_location, a folder its workers share "
             "(gs://... or another Beam filesystem): the sample is staged there, not on this disk"
         )
     with tempfile.TemporaryDirectory() as folder:
@@ -149,13 +151,13 @@ def _generate_statistics(sample: str, output: str, max_vocabulary: int, beam_pip
     return stats
 
 
-def statistics_overlay(
+def sample_statistics_overlay(
     source,
     sample_rows: int,
     max_vocabulary: int,
     beam_pipeline_args: Sequence[str] = (),
     base: Optional[schema_pb2.Schema] = None,
-) -> tuple[schema_pb2.Schema, StatisticsReport]:
+) -> tuple[schema_pb2.Schema, SampleStatisticsReport]:
     """`base` with string domains, value counts and presence from TFDV over a sample of
     `source`: a list of TFRecord tf.Example shards, or a `parquet.Dataset`. The sample and the
     statistics pass through a folder the runner's workers share (see `_shared_folder`)."""
@@ -209,7 +211,7 @@ def statistics_overlay(
             fraction = common.num_non_missing / rows
             bound = fraction - 3 * math.sqrt(fraction * (1 - fraction) / rows)
             target.presence.min_fraction = max(0.0, math.floor(bound * 1000) / 1000)
-    return result, StatisticsReport(rows, time.perf_counter() - start, added)
+    return result, SampleStatisticsReport(rows, time.perf_counter() - start, added)
 
 
 def _common_stats(feature):

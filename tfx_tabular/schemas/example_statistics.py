@@ -1,6 +1,7 @@
-"""A schema's constraints from the statistics of every split (ParquetExampleGen's `statistics`
-output, or stock StatisticsGen's): each constraint holds on every split it came from, so stock
-ExampleValidator finds no anomaly on that data.
+"""A schema's constraints from example statistics, the statistics of every split in an
+ExampleStatistics artifact (ParquetExampleGen's `statistics` output, or stock StatisticsGen's):
+each constraint holds on every split it came from, so stock ExampleValidator finds no anomaly on
+that data.
 
 * presence: `min_fraction: 1` only where no split misses the feature; `min_count: 1` only where
   every split holds it (a column with one value in one split gets no `min_count`);
@@ -19,29 +20,25 @@ from typing import Mapping, Optional
 
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
-from tfx_tabular import statistics as example_statistics
+from tfx_tabular import statistics
+from tfx_tabular.source.parquet import InputError
 
-_PLACEHOLDERS = {
-    example_statistics.NON_UTF8_PLACEHOLDER,
-    example_statistics.LARGE_BYTES_PLACEHOLDER,
-}
+_PLACEHOLDERS = {statistics.NON_UTF8_PLACEHOLDER, statistics.LARGE_BYTES_PLACEHOLDER}
 
 
-def load_split_statistics(uri: str) -> dict[str, statistics_pb2.DatasetFeatureStatisticsList]:
+def load_example_statistics(uri: str) -> dict[str, statistics_pb2.DatasetFeatureStatisticsList]:
     """Every `Split-<name>/FeatureStats.pb` of an ExampleStatistics folder, by split name."""
     import tensorflow as tf
 
     result = {}
-    for path in sorted(
-        tf.io.gfile.glob(posixpath.join(uri, "Split-*", example_statistics.FILE_NAME))
-    ):
+    for path in sorted(tf.io.gfile.glob(posixpath.join(uri, "Split-*", statistics.FILE_NAME))):
         split = posixpath.basename(posixpath.dirname(path))[len("Split-") :]
         stats = statistics_pb2.DatasetFeatureStatisticsList()
         with tf.io.gfile.GFile(path, "rb") as handle:
             stats.ParseFromString(handle.read())
         result[split] = stats
     if not result:
-        raise ValueError(f"no Split-*/{example_statistics.FILE_NAME} under the statistics {uri}")
+        raise InputError(f"no Split-*/{statistics.FILE_NAME} under the example statistics {uri}")
     return result
 
 
@@ -120,7 +117,7 @@ def _set_domain(target: schema_pb2.Feature, features, max_vocabulary: int) -> No
             target.string_domain.value.extend(sorted(values))
 
 
-def apply_split_statistics(
+def apply_example_statistics(
     schema: schema_pb2.Schema,
     splits: Mapping[str, statistics_pb2.DatasetFeatureStatisticsList],
     max_vocabulary: int,

@@ -1,0 +1,196 @@
+"""tfx_tabular.cli.common: an error's exit code and hint come from its type, one KEY=VALUE parser,
+and the deprecated spellings of flags and commands (parsed as the new ones, with a note)."""
+
+import os
+import warnings
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tfx_tabular.cli import common
+from tfx_tabular.cli.app import build_parser, main
+from tfx_tabular.cli.common import Exit, UsageError
+from tfx_tabular.conversion.staging import OutputTakenError
+from tfx_tabular.pipelines.compiled_runner import RunError
+from tfx_tabular.pipelines.kubeflow import CompileError
+from tfx_tabular.schemas.infer import LabelError, SchemaError
+from tfx_tabular.source.mapping import UnsupportedColumnError
+from tfx_tabular.source.parquet import ColumnError, InputError, InputNotFoundError, open_dataset
+
+
+@pytest.mark.parametrize(
+    "error, code, hint",
+    [
+        (InputNotFoundError("input folder x does not exist"), Exit.DATA, common.CHECK_PATH),
+        (FileNotFoundError("schema.pbtxt"), Exit.DATA, common.CHECK_PATH),
+        (ColumnError("column 'a' is int64 in f1 but string in f2"), Exit.DATA, "--exclude"),
+        (UnsupportedColumnError("column 'm': type map<...>"), Exit.DATA, "--exclude"),
+        (LabelError("label 'y' is not a feature"), Exit.DATA, "--label"),
+        (InputError("no Parquet files under x"), Exit.DATA, None),
+        (OutputTakenError("another run published first"), Exit.DATA, None),
+        (SchemaError("the curated schema names features the data does not have"), Exit.DATA, None),
+        (UsageError("--split is for Examples folders"), Exit.USAGE, None),
+        (CompileError("--gpus without a Trainer"), Exit.USAGE, None),
+        (RunError("task Trainer failed"), Exit.FAILURE, None),
+        (RuntimeError("a bug"), Exit.FAILURE, None),
+    ],
+)
+def test_exit_code_and_hint_come_from_the_errors_type(error, code, hint):
+    assert common.classify(error) == code
+    found = common.hint_for(error)
+    assert (found is None) if hint is None else (hint in found)
+
+
+def test_the_hint_does_not_depend_on_the_wording():
+    # The old rules matched substrings ("does not exist", "column '"): the type decides now.
+    assert common.hint_for(InputError("input folder x does not exist")) is None
+    assert common.hint_for(ColumnError("two files disagree")) == common.EXCLUDE_COLUMN
+
+
+def test_every_error_type_the_cli_knows_imports():
+    assert all(isinstance(t, type) for t in common.error_types())
+
+
+def test_report_error_is_one_line_and_a_hint(capsys):
+    assert common.report_error(ColumnError("f: column 'a' is bad\nmore"), verbose=False) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "tfx-tabular: error: f: column 'a' is bad",
+        f"hint: {common.EXCLUDE_COLUMN}",
+    ]
+    assert common.report_error(KeyError("k"), verbose=False) == 3  # not ours: its type named
+    assert capsys.readouterr().err.splitlines() == [
+        "tfx-tabular: error: KeyError: 'k'",
+        "hint: rerun with --verbose for the full message and traceback",
+    ]
+    assert common.report_error(RunError("task t failed"), verbose=False) == 3
+    assert capsys.readouterr().err.splitlines()[0] == "tfx-tabular: error: task t failed"
+
+
+def test_one_key_value_parser_for_every_flag():
+    assert common.key_values(["a=1", "b=x=y", "c="], "--param") == {"a": "1", "b": "x=y", "c": ""}
+    assert common.key_values(None, "--param") == {}
+    with pytest.raises(UsageError, match="--labels takes KEY=VALUE, not 'team'"):
+        common.key_values(["team"], "--labels")
+    with pytest.raises(UsageError, match="--labels takes KEY=VALUE, not '=ml'"):
+        common.key_values(["=ml"], "--labels")
+    with pytest.raises(UsageError, match="--split-pattern train is given twice"):
+        common.key_values(["train=a*", "train=b*"], "--split-pattern")
+
+
+@pytest.mark.parametrize(
+    "command, old, new, value",
+    [
+        (["convert", "i", "o"], ["--statistics", "d"], "--example-statistics", "d"),
+        (["infer-schema", "i", "-o", "s"], ["--stats"], "--sample-statistics", True),
+        (
+            ["infer-schema", "i", "-o", "s"],
+            ["--split-statistics", "d"],
+            "--example-statistics",
+            "d",
+        ),
+        (
+            ["run", "--data-root", "d", "--pipeline-root", "r"],
+            ["--with-statistics"],
+            "--with-example-statistics",
+            "ours",
+        ),
+        (["demo"], ["--with-statistics", "stock"], "--with-example-statistics", "stock"),
+    ],
+)
+def test_deprecated_flags_parse_as_the_new_ones_and_leave_a_note(command, old, new, value):
+    args = build_parser().parse_args(command + old)
+    assert getattr(args, new[2:].replace("-", "_")) == value
+    assert getattr(args, common.DEPRECATION_NOTES) == [
+        f"{old[0]} is {new} now; the old spelling goes away in the next release"
+    ]
+    fresh = build_parser().parse_args(command + [new] + old[1:])  # the new spelling: no note
+    assert getattr(fresh, new[2:].replace("-", "_")) == value
+    assert not hasattr(fresh, common.DEPRECATION_NOTES)
+
+
+def test_new_flags_leave_no_note_and_old_ones_stay_out_of_help(capsys):
+    args = build_parser().parse_args(["infer-schema", "i", "-o", "s", "--sample-statistics"])
+    assert args.sample_statistics and not hasattr(args, common.DEPRECATION_NOTES)
+    assert build_parser().parse_args(["demo"]).with_example_statistics == "ours"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["infer-schema", "--help"])
+    shown = capsys.readouterr().out
+    assert "--sample-statistics" in shown and "--stats" not in shown
+    assert "--split-statistics" not in shown
+
+
+def test_show_stats_is_show_statistics_with_a_note(capsys):
+    args = build_parser().parse_args(["show-stats", "p", "-o", "o.html"])
+    assert args.func.__name__ == "cmd_show_statistics"
+    common.print_deprecation_notes(args)
+    assert capsys.readouterr().err == (
+        "tfx-tabular: deprecated: show-stats is show-statistics now; the old spelling goes away "
+        "in the next release\n"
+    )
+    args = build_parser().parse_args(["show-stats", "p", "-o", "o.html", "--quiet"])
+    common.print_deprecation_notes(args)
+    assert capsys.readouterr().err == ""
+
+
+def _main(monkeypatch, argv) -> int:
+    """The CLI in this process, leaving the environment and warning filters as they were."""
+    for name in ("TF_CPP_MIN_LOG_LEVEL", "GRPC_VERBOSITY", "PYTHONWARNINGS", "TF_USE_LEGACY_KERAS"):
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+    with warnings.catch_warnings():
+        return main(argv)
+
+
+@pytest.fixture
+def two_types(tmp_path) -> str:
+    """Two files whose column `a` does not convert to one feature: a ColumnError."""
+    data = tmp_path / "data"
+    data.mkdir()
+    pq.write_table(pa.table({"a": pa.array([1, 2]), "y": pa.array([0, 1])}), data / "1.parquet")
+    pq.write_table(pa.table({"a": pa.array(["x", "z"]), "y": pa.array([1, 0])}), data / "2.parquet")
+    return str(data)
+
+
+def test_a_column_error_from_the_source_gets_the_exclude_hint(two_types, tmp_path, monkeypatch):
+    with pytest.raises(ColumnError):
+        open_dataset(two_types)
+    code = _main(monkeypatch, ["infer-schema", two_types, "-o", str(tmp_path / "s.pbtxt")])
+    assert code == Exit.DATA
+
+
+def test_real_errors_end_in_their_types_code_and_hint(two_types, tmp_path, monkeypatch, capsys):
+    schema = str(tmp_path / "s.pbtxt")
+    assert _main(monkeypatch, ["infer-schema", two_types, "-o", schema, "--exclude", "a"]) == 0
+    capsys.readouterr()
+    label = ["--exclude", "a", "--label", "nope"]
+    assert _main(monkeypatch, ["infer-schema", two_types, "-o", schema, *label]) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == f"hint: {common.LABEL}"
+    assert _main(monkeypatch, ["infer-schema", two_types, "-o", schema]) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == f"hint: {common.EXCLUDE_COLUMN}"
+    missing = str(tmp_path / "missing")
+    assert _main(monkeypatch, ["infer-schema", missing, "-o", schema]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"tfx-tabular: error: input folder {missing} does not exist",
+        f"hint: {common.CHECK_PATH}",
+    ]
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (
+            ["--split-buckets", "train=x,eval=1"],
+            "--split-buckets train=x: N must be a whole number",
+        ),
+        (["--split-buckets", "train=2,train=1"], "--split-buckets train is given twice"),
+        (["--split-pattern", "train"], "--split-pattern takes KEY=VALUE, not 'train'"),
+        (["--partition-type", "day"], "--partition-type takes KEY=VALUE, not 'day'"),
+    ],
+)
+def test_malformed_key_values_are_usage_errors(
+    two_types, tmp_path, monkeypatch, capsys, flags, message
+):
+    out = str(tmp_path / "out")
+    assert _main(monkeypatch, ["convert", two_types, out, "--exclude", "a", *flags]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"tfx-tabular: error: {message}"]
+    assert not os.path.exists(out)

@@ -1,0 +1,178 @@
+"""What every command shares: exit codes, errors (their exit code and hint come from their type),
+lines for people, and argument helpers (KEY=VALUE options, comma-separated lists, the deprecated
+spellings of flags). Light: it imports nothing heavy, and the error types only when an error is
+reported."""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import sys
+import traceback
+from collections.abc import Iterable
+from typing import Optional
+
+PROG = "tfx-tabular"
+# Where a deprecated flag leaves its note in the parsed arguments (see `add_deprecated_flag`).
+DEPRECATION_NOTES = "deprecation_notes"
+# Old command name → new: an alias of the new one, with a note, until the next release.
+DEPRECATED_COMMANDS = {"show-stats": "show-statistics"}
+
+
+_GOES_AWAY = "the old spelling goes away in the next release"
+
+
+class Exit(enum.IntEnum):
+    OK = 0
+    DATA = 1  # bad input or data: the message names the file / column
+    USAGE = 2  # the command line (argparse's own code, and options that do not fit together)
+    FAILURE = 3  # a pipeline task or the platform failed
+
+
+class UsageError(ValueError):
+    """Options that do not fit together (exit code 2, like argparse's own errors)."""
+
+
+# ---- errors: exit code and hint by type
+
+
+CHECK_PATH = "check the path; gs:// URIs work too"
+EXCLUDE_COLUMN = "fix the file, or leave the column out with --exclude COLUMN"
+LABEL = "--label takes one of the features listed"
+
+
+def error_types() -> dict:
+    """Error type → (exit code, hint or None). The most specific type an error is an instance of
+    decides (its class's method resolution order). The messages of these types are ours, written
+    for people: shown without the type's name. Any other error exits FAILURE (a task, the
+    platform, or a bug), its type named, the traceback one --verbose away."""
+    from tfx_tabular.pipelines.compiled_runner import RunError
+    from tfx_tabular.pipelines.kubeflow import CompileError
+    from tfx_tabular.schemas.infer import LabelError, SchemaError
+    from tfx_tabular.source.mapping import UnsupportedColumnError
+    from tfx_tabular.source.parquet import ColumnError, InputError, InputNotFoundError
+
+    return {
+        UsageError: (Exit.USAGE, None),
+        CompileError: (Exit.USAGE, None),
+        InputError: (Exit.DATA, None),
+        InputNotFoundError: (Exit.DATA, CHECK_PATH),
+        ColumnError: (Exit.DATA, EXCLUDE_COLUMN),
+        UnsupportedColumnError: (Exit.DATA, EXCLUDE_COLUMN),
+        SchemaError: (Exit.DATA, None),
+        LabelError: (Exit.DATA, LABEL),
+        FileNotFoundError: (Exit.DATA, CHECK_PATH),
+        NotADirectoryError: (Exit.DATA, None),
+        RunError: (Exit.FAILURE, None),
+    }
+
+
+def _rule(error: BaseException) -> Optional[tuple]:
+    types = error_types()
+    return next((types[t] for t in type(error).__mro__ if t in types), None)
+
+
+def classify(error: BaseException) -> Exit:
+    rule = _rule(error)
+    return Exit.FAILURE if rule is None else rule[0]
+
+
+def hint_for(error: BaseException) -> Optional[str]:
+    rule = _rule(error)
+    return None if rule is None else rule[1]
+
+
+def report_error(error: BaseException, verbose: bool) -> Exit:
+    """One line (two with a hint) on stderr; the traceback too with --verbose."""
+    rule = _rule(error)
+    code, hint = rule or (Exit.FAILURE, None)
+    if verbose:
+        traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
+    first = (str(error).strip().splitlines() or [""])[0]
+    shown = first if rule is not None else f"{type(error).__name__}: {first}"
+    print(f"{PROG}: error: {shown}", file=sys.stderr)
+    if hint is None and code == Exit.FAILURE and not verbose:
+        hint = "rerun with --verbose for the full message and traceback"
+    if hint:
+        print(f"hint: {hint}", file=sys.stderr)
+    return code
+
+
+# ---- output
+
+
+def say(args, text: str = "") -> None:
+    """A line for people (stdout; stderr under --json); nothing under --quiet."""
+    if not args.quiet:
+        print(text, flush=True)
+
+
+def print_deprecation_notes(args) -> None:
+    """One line on stderr per deprecated spelling the command line used (not under --quiet)."""
+    if args.quiet:
+        return
+    notes = list(getattr(args, DEPRECATION_NOTES, ()))
+    command = getattr(args, "command", None)
+    if command in DEPRECATED_COMMANDS:
+        notes.insert(0, f"{command} is {DEPRECATED_COMMANDS[command]} now; {_GOES_AWAY}")
+    for note in notes:
+        print(f"{PROG}: deprecated: {note}", file=sys.stderr, flush=True)
+
+
+def note_deprecation(namespace: argparse.Namespace, note: str) -> None:
+    notes = list(getattr(namespace, DEPRECATION_NOTES, ()))
+    setattr(namespace, DEPRECATION_NOTES, notes + [note])
+
+
+# ---- arguments
+
+
+def csv(text: str) -> list[str]:
+    """A comma-separated list (an argparse type; empty items dropped)."""
+    return [t for t in text.split(",") if t]
+
+
+def key_values(texts: Optional[Iterable[str]], flag: str) -> dict[str, str]:
+    """KEY=VALUE options (repeatable, or comma-separated lists of them) as a dict; a malformed or
+    repeated KEY is a usage error naming `flag`."""
+    values: dict[str, str] = {}
+    for text in texts or ():
+        key, equals, value = text.partition("=")
+        if not equals or not key:
+            raise UsageError(f"{flag} takes KEY=VALUE, not {text!r}")
+        if key in values:
+            raise UsageError(f"{flag} {key} is given twice")
+        values[key] = value
+    return values
+
+
+class _DeprecatedFlag(argparse.Action):
+    """An old spelling of a flag: parses exactly as the new one (`replacement`, the action
+    `add_argument` returned), hidden from --help, and leaves a note for `print_deprecation_notes`."""
+
+    def __init__(self, option_strings, dest, replacement: argparse.Action, **kwargs):
+        super().__init__(
+            option_strings,
+            replacement.dest,
+            nargs=replacement.nargs,
+            const=replacement.const,
+            default=argparse.SUPPRESS,
+            type=replacement.type,
+            choices=replacement.choices,
+            help=argparse.SUPPRESS,
+            metavar=replacement.metavar,
+        )
+        self.replacement = replacement
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        self.replacement(parser, namespace, values, option_string)
+        new = self.replacement.option_strings[-1]
+        note_deprecation(
+            namespace,
+            f"{option_string} is {new} now; {_GOES_AWAY}",
+        )
+
+
+def add_deprecated_flag(parser, old: str, replacement: argparse.Action) -> None:
+    """Accept `old` (e.g. --stats) as the deprecated spelling of the flag `replacement`."""
+    parser.add_argument(old, action=_DeprecatedFlag, replacement=replacement)
