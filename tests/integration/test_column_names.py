@@ -17,6 +17,7 @@ from tfx_tabular.conversion import convert, plan  # noqa: E402
 from tfx_tabular.schemas.infer import infer_schema  # noqa: E402
 from tfx_tabular.source import parquet  # noqa: E402
 from tfx_tabular.training import loop  # noqa: E402
+from tfx_tabular.training.config import TrainingConfig  # noqa: E402
 
 # Keras layer and scope names, our own layer names, and what Parquet allows beyond them.
 KERAS_NAMES = ["dense", "output", "input", "model", "embed_x", "schema_features", "hidden_0"]
@@ -56,10 +57,14 @@ def _run(tmp_path, columns: list[str]) -> np.ndarray:
         schema,
         str(tmp_path / "run"),
         export,
-        batch_size=2,
-        steps_per_epoch=2,
-        learning_rate=1e-2,
-        eval_steps=1,
+        TrainingConfig(
+            batch_size=2,
+            steps_per_epoch=2,
+            epochs=1,
+            learning_rate=1e-2,
+            mixed_precision=False,
+            eval_steps=1,
+        ),
     )
     served = tf.saved_model.load(export).signatures["serving_default"]
     records = list(tf.data.TFRecordDataset(files["eval"] + files["train"]).take(4))

@@ -17,6 +17,7 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 from tfx_tabular.schemas.infer import infer_schema
 from tfx_tabular.source import parquet
 from tfx_tabular.training import loop
+from tfx_tabular.training.config import TrainingConfig
 
 pytestmark = pytest.mark.slow
 COLORS = ["red", "green", "blue"]
@@ -62,14 +63,15 @@ def _train(data, tmp_path, label, **kwargs):
         if feature.name in others:
             feature.lifecycle_stage = schema_pb2.DEPRECATED
     options = {"batch_size": 64, "steps_per_epoch": 15, "epochs": 2, "learning_rate": 0.01}
+    eval_files, base_model = kwargs.pop("eval_files", files["eval"]), kwargs.pop("base_model", None)
     result = loop.train(
         files["train"],
-        kwargs.pop("eval_files", files["eval"]),
+        eval_files,
         model_schema,
         str(tmp_path / "run"),
         str(tmp_path / "model"),
-        label=label,
-        **{**options, **kwargs},
+        TrainingConfig(label=label, mixed_precision=False, **{**options, **kwargs}),
+        base_model=base_model,
     )
     return result, tf.saved_model.load(str(tmp_path / "model")).signatures["serving_default"]
 

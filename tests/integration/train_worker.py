@@ -21,6 +21,7 @@ if kind == "mirrored2":
 from tfx_tabular import schemas  # noqa: E402  (after the device configuration)
 from tfx_tabular.training import loop  # noqa: E402
 from tfx_tabular.training import strategy as strategies  # noqa: E402
+from tfx_tabular.training.config import TrainingConfig  # noqa: E402
 
 strategy = strategies.choose_strategy(
     {"mirrored2": "mirrored", "multi_worker": "multi_worker"}.get(kind, "default")
@@ -31,14 +32,17 @@ result = loop.train(
     schemas.load_schema(schema_path),
     run_dir,
     model_dir,
-    label="label",
-    batch_size=64,
-    steps_per_epoch=int(steps_per_epoch),
-    epochs=int(epochs),
-    eval_steps=2,
-    strategy=strategy,
-    learning_rate=1e-3,
-    checkpoint_every=5,
+    TrainingConfig(
+        label="label",
+        batch_size=64,
+        steps_per_epoch=int(steps_per_epoch),
+        epochs=int(epochs),
+        eval_steps=2,
+        strategy=strategy,
+        learning_rate=1e-3,
+        mixed_precision=False,
+        checkpoint_every=5,  # the kill test waits for a checkpoint inside the second epoch
+    ),
     on_epoch=lambda s: print(
         f"epoch {s.epoch} steps {s.steps} wait {s.input_wait_fraction:.2f}", flush=True
     ),

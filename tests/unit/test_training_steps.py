@@ -5,6 +5,7 @@ import pytest
 keras = pytest.importorskip("tf_keras")
 
 from tfx_tabular.training import loop  # noqa: E402
+from tfx_tabular.training.config import TrainingConfig  # noqa: E402
 
 
 def test_mixed_precision_policy_is_restored_after_training_and_on_errors():
@@ -28,9 +29,32 @@ def test_a_batch_that_does_not_divide_over_the_replicas_fails_before_anything_is
             None,
             str(tmp_path),
             None,
-            label="y",
-            batch_size=1022,
-            steps_per_epoch=1,
-            learning_rate=1e-3,
-            strategy=FourReplicas(),
+            TrainingConfig(
+                label="y",
+                batch_size=1022,
+                steps_per_epoch=1,
+                epochs=1,
+                learning_rate=1e-3,
+                mixed_precision=False,
+                strategy=FourReplicas(),
+            ),
         )
+
+
+def test_the_trainer_spec_parameters_build_the_training_config_by_name():
+    from tfx_tabular.components.parameters import resolve
+    from tfx_tabular.components.tabular_trainer import spec
+
+    properties = {"epochs": 3, "label": "", "mixed_precision": 1, "model_fn": "pkg.module:fn"}
+    params = resolve(properties, spec.PARAMETERS)
+    config = TrainingConfig.from_parameters(params, steps_per_epoch=5, model_fn=None)
+    defaults = {name: p.default for name, p in spec.PARAMETERS.items()}
+    assert (config.batch_size, config.learning_rate) == (
+        defaults["batch_size"],
+        defaults["learning_rate"],
+    )
+    assert config.epochs == 3 and config.total_steps == 15
+    assert config.label is None and config.mixed_precision is True and config.model_fn is None
+    # The spec's model_fn is an import path: loading it is the caller's part.
+    with pytest.raises(TypeError, match="model_fn must be a function"):
+        TrainingConfig.from_parameters(params, steps_per_epoch=5)

@@ -14,6 +14,7 @@ gradient does not depend on its order (each replica gets its own batches).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Optional, Sequence, Union
 
 import tensorflow as tf
@@ -24,6 +25,31 @@ from tfx_tabular.schemas.infer import label_of
 from tfx_tabular.schemas.parsing import feature_spec
 
 AUTOTUNE = tf.data.AUTOTUNE
+
+
+@dataclasses.dataclass(frozen=True)
+class InputConfig:
+    """`input_fn`'s reading options, built from its keyword arguments (which hold the defaults)
+    and handed to its steps; see `input_fn` for each one."""
+
+    batch_size: int
+    training: bool
+    num_epochs: Optional[int]
+    block_size: int
+    block_shuffle_buffer: int
+    shuffle_buffer: int
+    seed: Optional[int]
+    deterministic: bool
+    cycle_length: int
+    cache: Optional[str]
+    input_context: Optional[tf.distribute.InputContext]
+    prefetch_to_device: Optional[str]
+    ram_budget_bytes: Optional[int]
+    threadpool_size: Optional[int]
+
+    @property
+    def workers(self) -> int:
+        return self.input_context.num_input_pipelines if self.input_context is not None else 1
 
 
 def as_ragged(features: dict) -> dict:
@@ -97,42 +123,69 @@ def input_fn(
         schema = schemas.load_schema(schema)
     label_key = label_key if label_key is not None else label_of(schema)
     parse = _parser(schema, label_key, features, transform_output)
+    config = InputConfig(
+        batch_size=batch_size,
+        training=training,
+        num_epochs=num_epochs,
+        block_size=block_size,
+        block_shuffle_buffer=block_shuffle_buffer,
+        shuffle_buffer=shuffle_buffer,
+        seed=seed,
+        deterministic=deterministic,
+        cycle_length=cycle_length,
+        cache=cache,
+        input_context=input_context,
+        prefetch_to_device=prefetch_to_device,
+        ram_budget_bytes=ram_budget_bytes,
+        threadpool_size=threadpool_size,
+    )
     files = _files(file_pattern)
-    workers = input_context.num_input_pipelines if input_context is not None else 1
     # Fewer files than workers: every worker reads every file and keeps its share of record
     # blocks, in an order all workers agree on (as tf.data's DATA auto-shard policy does).
-    shard_records = workers > 1 and len(files) < workers
-    ordered = deterministic or not training or shard_records
+    shard_records = config.workers > 1 and len(files) < config.workers
+    ordered = config.deterministic or not config.training or shard_records
+    blocks = _blocks(files, config, shard_records, ordered)
+    return _batches(blocks, parse, config, ordered)
+
+
+def _blocks(files, config: InputConfig, shard_records: bool, ordered: bool) -> tf.data.Dataset:
+    """This worker's blocks of `block_size` records, read from the files in parallel: its share
+    of the files, or of the blocks when `shard_records`; shuffled when training."""
     dataset = tf.data.Dataset.from_tensor_slices(files)
-    if workers > 1 and not shard_records:
-        dataset = dataset.shard(workers, input_context.input_pipeline_id)
-    if training:  # with record sharding, every worker must shuffle the files alike
-        file_seed = 0 if shard_records and seed is None else seed
+    if config.workers > 1 and not shard_records:
+        dataset = dataset.shard(config.workers, config.input_context.input_pipeline_id)
+    if config.training:  # with record sharding, every worker must shuffle the files alike
+        file_seed = 0 if shard_records and config.seed is None else config.seed
         dataset = dataset.shuffle(len(files), seed=file_seed, reshuffle_each_iteration=True)
     compression = _compression(files)
     dataset = dataset.interleave(
         lambda f: tf.data.TFRecordDataset(
             f, compression_type=compression, buffer_size=8 * 1024 * 1024
-        ).batch(block_size),
-        cycle_length=cycle_length,
+        ).batch(config.block_size),
+        cycle_length=config.cycle_length,
         num_parallel_calls=AUTOTUNE,
         deterministic=ordered,
     )
     if shard_records:
-        dataset = dataset.shard(workers, input_context.input_pipeline_id)
-    if training:
-        dataset = _shuffled_blocks(dataset, block_size, block_shuffle_buffer, shuffle_buffer, seed)
-    dataset = dataset.rebatch(batch_size, drop_remainder=training)
+        dataset = dataset.shard(config.workers, config.input_context.input_pipeline_id)
+    if config.training:
+        dataset = _shuffled_blocks(dataset, config)
+    return dataset
+
+
+def _batches(blocks, parse: Callable, config: InputConfig, ordered: bool) -> tf.data.Dataset:
+    """Blocks → parsed batches of `batch_size`, cached, repeated and prefetched as asked."""
+    dataset = blocks.rebatch(config.batch_size, drop_remainder=config.training)
     dataset = dataset.map(parse, num_parallel_calls=AUTOTUNE, deterministic=ordered)
-    if cache is not None:
-        dataset = dataset.cache("" if cache == "memory" else cache)
-        if training:
-            dataset = dataset.shuffle(64, seed=seed, reshuffle_each_iteration=True)
-    if training:
-        dataset = dataset.repeat(num_epochs)
-    dataset = dataset.with_options(_options(ordered, ram_budget_bytes, threadpool_size))
-    if prefetch_to_device:
-        return dataset.apply(tf.data.experimental.prefetch_to_device(prefetch_to_device))
+    if config.cache is not None:
+        dataset = dataset.cache("" if config.cache == "memory" else config.cache)
+        if config.training:
+            dataset = dataset.shuffle(64, seed=config.seed, reshuffle_each_iteration=True)
+    if config.training:
+        dataset = dataset.repeat(config.num_epochs)
+    dataset = dataset.with_options(_options(ordered, config))
+    if config.prefetch_to_device:
+        return dataset.apply(tf.data.experimental.prefetch_to_device(config.prefetch_to_device))
     return dataset.prefetch(AUTOTUNE)
 
 
@@ -168,25 +221,27 @@ def _parser(schema, label_key, features, transform_output) -> Callable:
     return parse
 
 
-def _shuffled_blocks(dataset, block_size, block_shuffle_buffer, shuffle_buffer, seed):
+def _shuffled_blocks(dataset, config: InputConfig):
     """Blocks of records shuffled whole (cheap), or records shuffled exactly when asked."""
-    if shuffle_buffer > 1:
+    if config.shuffle_buffer > 1:
         return (
             dataset.unbatch()
-            .shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-            .batch(block_size)
+            .shuffle(config.shuffle_buffer, seed=config.seed, reshuffle_each_iteration=True)
+            .batch(config.block_size)
         )
-    if block_shuffle_buffer > 1:
-        return dataset.shuffle(block_shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    if config.block_shuffle_buffer > 1:
+        return dataset.shuffle(
+            config.block_shuffle_buffer, seed=config.seed, reshuffle_each_iteration=True
+        )
     return dataset
 
 
-def _options(ordered: bool, ram_budget_bytes, threadpool_size) -> tf.data.Options:
+def _options(ordered: bool, config: InputConfig) -> tf.data.Options:
     options = tf.data.Options()
     options.autotune.enabled = True
-    if ram_budget_bytes:
-        options.autotune.ram_budget = ram_budget_bytes
-    if threadpool_size:
-        options.threading.private_threadpool_size = threadpool_size
+    if config.ram_budget_bytes:
+        options.autotune.ram_budget = config.ram_budget_bytes
+    if config.threadpool_size:
+        options.threading.private_threadpool_size = config.threadpool_size
     options.deterministic = ordered
     return options

@@ -6,8 +6,9 @@ compute. That fraction is logged per epoch to TensorBoard and the console, and r
 Checkpoints (model, optimizer, global step) go to the run folder; a restarted trainer restores the
 latest one and runs the remaining steps, so the total number of steps is the same.
 
-`train` runs named steps: the label and model schema, the model and its task (loss, metrics),
-checkpoints, the distributed datasets and step functions, the epoch loop, evaluation, export.
+`train` takes the data and folders of a run and one `TrainingConfig` (config.py), and runs named
+steps: the label and model schema, the model and its task (loss, metrics), checkpoints, the
+distributed datasets and step functions, the epoch loop, evaluation, export.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import logging
 import os
 import tempfile
 import time
-from typing import Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import tensorflow as tf
 import tf_keras as keras
@@ -27,6 +28,7 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 
 from tfx_tabular.schemas.infer import label_of
 from tfx_tabular.schemas.parsing import feature_spec
+from tfx_tabular.training.config import TrainingConfig
 from tfx_tabular.training.export import export_serving_model
 from tfx_tabular.training.input_fn import input_fn
 from tfx_tabular.training.model import build_reference_model
@@ -34,9 +36,6 @@ from tfx_tabular.training.strategy import choose_strategy, is_chief
 from tfx_tabular.training.task import REGRESSION, Task, task_of
 
 log = logging.getLogger(__name__)
-ModelFn = Callable[
-    ..., keras.Model
-]  # model_fn(schema, label, [task, hyperparameters, custom_config])
 
 
 @dataclasses.dataclass
@@ -174,31 +173,27 @@ def _compiled_metrics(model: keras.Model, task: Task) -> dict[str, keras.metrics
 
 
 def _build_trainable(
-    model_fn: Optional[ModelFn],
-    schema: schema_pb2.Schema,
-    label: str,
-    task: Task,
-    learning_rate: float,
-    mixed_precision: bool,
-    model_arguments: dict,
+    config: TrainingConfig, schema: schema_pb2.Schema, label: str, task: Task
 ) -> _Trainable:
     """Under the strategy's scope: the model, its optimizer, loss and metrics — the compiled
     model's own when `model_fn` compiled it, else Adam(`learning_rate`) and the task's."""
+    model_fn = config.model_fn
     if model_fn is None:
         model = build_reference_model(schema, label, task)
     else:
-        model = model_fn(schema, label, **_model_arguments(model_fn, model_arguments))
+        offered = {"task": task, **config.model_arguments}
+        model = model_fn(schema, label, **_model_arguments(model_fn, offered))
     compiled = model.get_compile_config() is not None
     if compiled:
         log.info("model_fn compiled its model: training with its optimizer, loss and metrics")
-    optimizer = model.optimizer if compiled else keras.optimizers.Adam(learning_rate)
-    if mixed_precision:
+    optimizer = model.optimizer if compiled else keras.optimizers.Adam(config.learning_rate)
+    if config.mixed_precision:
         optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
     loss = _compiled_loss(model) if compiled else task.loss()
     metrics = _compiled_metrics(model, task) if compiled else task.metrics()
     metrics["loss"] = keras.metrics.Mean("loss")
     step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
-    return _Trainable(model, optimizer, loss, metrics, step, mixed_precision)
+    return _Trainable(model, optimizer, loss, metrics, step, config.mixed_precision)
 
 
 def _warm_start(model: keras.Model, base_model: str) -> None:
@@ -289,9 +284,7 @@ class _Loop:
     eval_dataset: Callable[[], object]
     manager: tf.train.CheckpointManager
     writers: dict  # "train" / "eval" → summary writer
-    batch_size: int
-    checkpoint_every: int
-    eval_steps: Optional[int]
+    config: TrainingConfig
     on_epoch: Optional[Callable[[EpochStats], None]]
     on_progress: Optional[Callable[[int, str], None]]
 
@@ -300,7 +293,7 @@ class _Loop:
         self.on_progress(
             int(self.trainable.step.numpy()),
             f"loss {float(loss.numpy()):.4f}, "
-            f"{steps * self.batch_size / seconds:,.0f} examples/s, "
+            f"{steps * self.config.batch_size / seconds:,.0f} examples/s, "
             f"input wait {waiting / seconds:.0%}",
         )
 
@@ -315,7 +308,7 @@ class _Loop:
             waiting += time.perf_counter() - fetch
             loss = self.train_step(batch)
             steps += 1
-            if int(step.numpy()) % self.checkpoint_every == 0:
+            if int(step.numpy()) % self.config.checkpoint_every == 0:
                 self.manager.save(checkpoint_number=step)
             if self.on_progress and time.perf_counter() - reported >= 1.0:
                 reported = time.perf_counter()
@@ -326,7 +319,7 @@ class _Loop:
             number,
             steps,
             loss_value,
-            steps * self.batch_size / seconds if seconds else 0.0,
+            steps * self.config.batch_size / seconds if seconds else 0.0,
             waiting / seconds if seconds else 0.0,
         )
 
@@ -334,8 +327,8 @@ class _Loop:
         """`eval_steps` batches (None: the whole eval split once)."""
         for metric in self.trainable.eval_metrics.values():
             metric.reset_state()
-        iterator, done = iter(self.eval_dataset()), 0
-        while self.eval_steps is None or done < self.eval_steps:
+        iterator, done, eval_steps = iter(self.eval_dataset()), 0, self.config.eval_steps
+        while eval_steps is None or done < eval_steps:
             batch = next(iterator, None)
             if batch is None:
                 break
@@ -343,9 +336,10 @@ class _Loop:
             done += 1
         return {name: float(m.result().numpy()) for name, m in self.trainable.eval_metrics.items()}
 
-    def run(self, iterator, steps_per_epoch: int, last_step: int, evaluate: bool):
-        """Epochs up to `last_step`, each evaluated when `evaluate`; (history, last metrics)."""
+    def run(self, iterator):
+        """Epochs up to the config's total steps, each evaluated; (history, last metrics)."""
         history, metrics, step = [], {}, self.trainable.step
+        steps_per_epoch, last_step = self.config.steps_per_epoch, self.config.total_steps
         while int(step.numpy()) < last_step:
             epoch = int(step.numpy()) // steps_per_epoch
             stats = self.epoch(iterator, epoch + 1, min((epoch + 1) * steps_per_epoch, last_step))
@@ -360,25 +354,24 @@ class _Loop:
                     "input_wait_fraction": stats.input_wait_fraction,
                 },
             )
-            if evaluate:
-                metrics = self.evaluate()
-                _write_summary(self.writers["eval"], int(step.numpy()), metrics)
+            metrics = self.evaluate()
+            _write_summary(self.writers["eval"], int(step.numpy()), metrics)
             if self.on_epoch:
                 self.on_epoch(stats)
-        if evaluate and not history:  # resumed after the last step: evaluate what was restored
+        if not history:  # resumed after the last step: evaluate what was restored
             metrics = self.evaluate()
         return history, metrics
 
 
-def _checked_setup(schema, label, strategy, batch_size: int):
+def _checked_setup(schema, config: TrainingConfig):
     """The label (given, or the schema's) and the strategy, whose replicas split the batch."""
-    label = label or label_of(schema)
+    label = config.label or label_of(schema)
     if not label:
         raise ValueError("no label: pass `label` or annotate one in the schema")
-    strategy = strategy or choose_strategy()
-    if batch_size % strategy.num_replicas_in_sync:
+    strategy = config.strategy or choose_strategy()
+    if config.batch_size % strategy.num_replicas_in_sync:
         raise ValueError(
-            f"batch_size {batch_size} is not a multiple of the "
+            f"batch_size {config.batch_size} is not a multiple of the "
             f"{strategy.num_replicas_in_sync} replicas"
         )
     return label, strategy
@@ -413,39 +406,38 @@ def _close_run(run: _Run, writers: dict) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class _InputSettings:
-    """What every distributed dataset of a run shares."""
+class _Inputs:
+    """The run's distributed datasets: `input_fn` per replica (its share of the global batch and
+    of the files), labels encoded for the task (string classes → ids)."""
 
+    strategy: tf.distribute.Strategy
     schema: schema_pb2.Schema
     label: str
     task: Task
-    batch_size: int  # global
-    cache: Optional[str]
-    transform_output: object
+    config: TrainingConfig
+    transform_output: Any
+    step: tf.Variable
 
+    def dataset(self, files, *, training: bool):
+        # Seeded by the global step: a resumed run does not replay the first epoch's order.
+        seed = self.config.seed + int(self.step.numpy())
 
-def _distributed_dataset(
-    strategy: tf.distribute.Strategy, files, settings: _InputSettings, *, training: bool, seed: int
-):
-    """`input_fn` per replica (its share of the global batch and of the files), labels encoded
-    for the task (string classes → ids)."""
+        def make(ctx: tf.distribute.InputContext):
+            encode = self.task.label_encoder(self.label)
+            dataset = input_fn(
+                files,
+                self.schema,
+                ctx.get_per_replica_batch_size(self.config.batch_size),
+                self.label,
+                training=training,
+                cache=self.config.cache if training else None,
+                seed=seed,
+                input_context=ctx,
+                transform_output=self.transform_output,
+            )
+            return dataset.map(lambda features, labels: (features, encode(labels)))
 
-    def make(ctx: tf.distribute.InputContext):
-        encode = settings.task.label_encoder(settings.label)
-        dataset = input_fn(
-            files,
-            settings.schema,
-            ctx.get_per_replica_batch_size(settings.batch_size),
-            settings.label,
-            training=training,
-            cache=settings.cache if training else None,
-            seed=seed,
-            input_context=ctx,
-            transform_output=settings.transform_output,
-        )
-        return dataset.map(lambda features, labels: (features, encode(labels)))
-
-    return strategy.distribute_datasets_from_function(make)
+        return self.strategy.distribute_datasets_from_function(make)
 
 
 def train(
@@ -454,109 +446,61 @@ def train(
     schema: schema_pb2.Schema,
     run_dir: str,
     serving_model_dir: Optional[str],
+    config: TrainingConfig,
     *,
-    label: Optional[str] = None,
-    task: Optional[str] = None,
-    model_fn: Optional[ModelFn] = None,
-    model_arguments: Optional[dict] = None,
     base_model: Optional[str] = None,
-    batch_size: int,
-    steps_per_epoch: int,
-    epochs: int = 1,
-    train_steps: Optional[int] = None,
-    eval_steps: Optional[int] = None,
-    learning_rate: float,
-    cache: Optional[str] = None,
-    seed: int = 0,
-    strategy: Optional[tf.distribute.Strategy] = None,
-    checkpoint_every: int = 200,
-    mixed_precision: bool = False,
     transform_output=None,
     on_epoch: Optional[Callable[[EpochStats], None]] = None,
     on_progress: Optional[Callable[[int, str], None]] = None,
-    stop_after_steps: Optional[int] = None,
 ) -> TrainResult:
-    """Train `model_fn(schema, label, ...)` (default: the reference model) for `epochs` epochs of
-    `steps_per_epoch` global batches of `batch_size` (or `train_steps` steps in all); evaluate
-    `eval_steps` batches (None: the whole eval split once); export the serving model (the
-    chief's copy is kept).
+    """Train as `config` says, checkpointing into `run_dir`; evaluate; export the serving model
+    to `serving_model_dir` (None: no export; of several workers', the chief's copy is kept).
 
-    `task` (binary, multiclass, regression; default: inferred from the label, see `task.py`)
-    picks the head, loss and metrics unless `model_fn` compiles its model. `model_fn` also gets
-    those of `model_arguments` (`task`, `hyperparameters`, `custom_config`) it declares.
     `base_model`: a serving SavedModel (a previous Model artifact's) whose weights start the
-    training, unless a checkpoint of this run is resumed.
+    training, unless a checkpoint of this run is resumed. `transform_output`: a
+    `tft.TFTransformOutput` whose graph the input pipeline and the export apply.
 
     Every epoch ends with a checkpoint, an evaluation and TensorBoard summaries (`train/`: loss,
-    examples/s, input wait; `eval/`: the metrics). `on_progress(step, note)` is called at most
-    once a second. `stop_after_steps` stops early without evaluating or exporting (used to test
-    resumption).
+    examples/s, input wait; `eval/`: the metrics), then `on_epoch(stats)`.
+    `on_progress(step, note)` is called at most once a second.
     """
-    label, strategy = _checked_setup(schema, label, strategy, batch_size)
-    model_schema, resolved_task = _checked_inputs(
-        train_files, eval_files, schema, label, task, transform_output
+    label, strategy = _checked_setup(schema, config)
+    model_schema, task = _checked_inputs(
+        train_files, eval_files, schema, label, config.task, transform_output
     )
     run = _open_run(run_dir, strategy)
-    with _precision_policy(mixed_precision), strategy.scope():
-        trainable = _build_trainable(
-            model_fn,
-            model_schema,
-            label,
-            resolved_task,
-            learning_rate,
-            mixed_precision,
-            {"task": resolved_task, **(model_arguments or {})},
-        )
+    with _precision_policy(config.mixed_precision), strategy.scope():
+        trainable = _build_trainable(config, model_schema, label, task)
     manager = _restore_checkpoints(trainable, run, base_model)
-    train_step, eval_step = _step_functions(strategy, trainable, batch_size)
-
-    def dataset(files, training: bool):
-        # Seeded by the global step: a resumed run does not replay the first epoch's order.
-        return _distributed_dataset(
-            strategy,
-            files,
-            _InputSettings(schema, label, resolved_task, batch_size, cache, transform_output),
-            training=training,
-            seed=seed + int(trainable.step.numpy()),
-        )
-
+    train_step, eval_step = _step_functions(strategy, trainable, config.batch_size)
+    inputs = _Inputs(strategy, schema, label, task, config, transform_output, trainable.step)
     writers = _summary_writers(run)
     loop = _Loop(
         trainable,
         train_step,
         eval_step,
-        lambda: dataset(eval_files, training=False),
+        lambda: inputs.dataset(eval_files, training=False),
         manager,
         writers,
-        batch_size,
-        checkpoint_every,
-        eval_steps,
+        config,
         on_epoch,
         on_progress,
     )
-    total_steps = train_steps or steps_per_epoch * epochs
-    last_step = min(total_steps, stop_after_steps or total_steps)
-    finished = last_step == total_steps  # stopped early: no evaluation, no export
     try:
-        with _precision_policy(mixed_precision):
-            history, metrics = loop.run(
-                iter(dataset(train_files, training=True)),
-                steps_per_epoch,
-                last_step,
-                evaluate=finished,
-            )
-            if finished and serving_model_dir is not None:
+        with _precision_policy(config.mixed_precision):
+            history, metrics = loop.run(iter(inputs.dataset(train_files, training=True)))
+            if serving_model_dir is not None:
                 export_serving_model(
                     trainable.model,
                     schema,
                     label,
-                    resolved_task,
+                    task,
                     run.writable(serving_model_dir),
                     transform_output,
                 )
     finally:
         _close_run(run, writers)
-    exported = finished and serving_model_dir is not None and is_chief(strategy)
+    exported = serving_model_dir is not None and is_chief(strategy)
     return TrainResult(
         int(trainable.step.numpy()), history, metrics, serving_model_dir if exported else None
     )

@@ -1,5 +1,6 @@
-"""TabularTrainer's executor: resolves artifacts and parameters, then trains with
-`training.loop.train` — or runs the user's stock-Trainer `run_fn` with our input pipeline."""
+"""TabularTrainer's executor: resolves artifacts and parameters into a `TrainingConfig`, then
+trains with `training.loop.train` — or runs the user's stock-Trainer `run_fn` with our input
+pipeline."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from tfx_tabular import schemas
 from tfx_tabular.components.parameters import resolve
 from tfx_tabular.components.progress import Progress
 from tfx_tabular.components.tabular_trainer import spec, user_code
+from tfx_tabular.training.config import TrainingConfig
 
 
 def row_counts(examples) -> Dict[str, int]:
@@ -98,6 +100,25 @@ def _transform_output(input_dict: Dict[str, List]):
     )
 
 
+def _training_config(params, input_dict, exec_properties, hyperparameters, strategy):
+    """The training stage's config: the spec's parameters named like its fields, and what is
+    made of the others (the loaded model function, its arguments) and of the artifacts."""
+    train_args, eval_args, (train_split, _) = _args(exec_properties)
+    examples = artifact_utils.get_single_instance(input_dict[spec.EXAMPLES])
+    return TrainingConfig.from_parameters(
+        params,
+        steps_per_epoch=max(1, row_counts(examples)[train_split] // params["batch_size"]),
+        train_steps=train_args.num_steps or None,
+        eval_steps=eval_args.num_steps or None,
+        model_fn=user_code.load_model_fn(params["model_fn"], params["module_file"]),
+        model_arguments={
+            "hyperparameters": user_code.hyperparameter_values(hyperparameters),
+            "custom_config": json_utils.loads(params["custom_config"] or "null"),
+        },
+        strategy=strategy,
+    )
+
+
 def _args(exec_properties: Dict[str, Any]):
     """TrainArgs, EvalArgs, and the (train, eval) split names."""
     train_args = proto_utils.json_to_proto(exec_properties["train_args"], trainer_pb2.TrainArgs())
@@ -125,7 +146,7 @@ class Executor(base_executor.BaseExecutor):
         )
         run_fn = user_code.load_run_fn(params["run_fn"], params["module_file"])
         if run_fn is None:
-            self._train(input_dict, output_dict, exec_properties, files, hyperparameters)
+            self._train(input_dict, output_dict, exec_properties, params, files, hyperparameters)
             return
         # The stock Trainer needs train_args.num_steps; from the row counts, epochs work too.
         steps = None
@@ -133,18 +154,16 @@ class Executor(base_executor.BaseExecutor):
             steps = row_counts(examples)[splits[0]] // params["batch_size"] * params["epochs"]
         run_fn(user_code.fn_args(input_dict, output_dict, exec_properties, hyperparameters, steps))
 
-    def _train(self, input_dict, output_dict, exec_properties, files, hyperparameters) -> None:
+    def _train(
+        self, input_dict, output_dict, exec_properties, params, files, hyperparameters
+    ) -> None:
         from tfx_tabular.training import loop
         from tfx_tabular.training import strategy as strategies
 
-        params = resolve(exec_properties, spec.PARAMETERS)
-        train_args, eval_args, (train_split, eval_split) = _args(exec_properties)
-        examples = artifact_utils.get_single_instance(input_dict[spec.EXAMPLES])
+        _, _, (train_split, eval_split) = _args(exec_properties)
         schema = schemas.load_schema(
             artifact_utils.get_single_instance(input_dict[spec.SCHEMA]).uri
         )
-        batch_size = params["batch_size"]
-        steps_per_epoch = max(1, row_counts(examples)[train_split] // batch_size)
         gpus = strategies.configure_gpus(memory_limit_mb=params["gpu_memory_limit_mb"])
         strategy = strategies.choose_strategy(params["distribution"])
         print(
@@ -152,33 +171,18 @@ class Executor(base_executor.BaseExecutor):
             f"{strategy.num_replicas_in_sync} replica(s), {gpus} GPU(s) here",
             flush=True,
         )
+        config = _training_config(params, input_dict, exec_properties, hyperparameters, strategy)
         model = artifact_utils.get_single_instance(output_dict[spec.MODEL])
         model_run = artifact_utils.get_single_instance(output_dict[spec.MODEL_RUN])
-        total = train_args.num_steps or steps_per_epoch * params["epochs"]
-        with Progress("training", total, "steps") as progress:
+        with Progress("training", config.total_steps, "steps") as progress:
             result = loop.train(
                 files[train_split],
                 files[eval_split],
                 schema,
                 model_run.uri,
                 path_utils.serving_model_dir(model.uri),
-                label=params["label"] or None,
-                task=params["task"] or None,
-                model_fn=user_code.load_model_fn(params["model_fn"], params["module_file"]),
-                model_arguments={
-                    "hyperparameters": user_code.hyperparameter_values(hyperparameters),
-                    "custom_config": json_utils.loads(params["custom_config"] or "null"),
-                },
+                config,
                 base_model=_base_model(input_dict),
-                batch_size=batch_size,
-                steps_per_epoch=steps_per_epoch,
-                epochs=params["epochs"],
-                train_steps=train_args.num_steps or None,
-                eval_steps=eval_args.num_steps or None,
-                learning_rate=params["learning_rate"],
-                cache=params["cache"] or None,
-                strategy=strategy,
-                mixed_precision=bool(params["mixed_precision"]),
                 transform_output=_transform_output(input_dict),
                 on_epoch=_print_epoch,
                 on_progress=progress.update,
