@@ -1,6 +1,7 @@
 """tfx_tabular.conversion.convert: partitioned Parquet → Split-*/data_tfrecord-* shards, as a Beam pipeline."""
 
 import collections
+import dataclasses
 import glob
 import gzip
 import math
@@ -465,3 +466,22 @@ def test_statistics_parts_are_read_in_shard_order(tmp_path, count):
         (tmp_path / f"part-{i}").write_bytes(b"x" * (count - i) + str(i).encode())
     read = list(publish._read_ahead(paths, depth=3))
     assert read == [b"x" * (count - i) + str(i).encode() for i in range(count)]
+
+
+def test_the_conversion_config_is_built_from_the_example_gens_parameters():
+    """ParquetExampleGen's spec and the config name the same options, with the same defaults: the
+    spec's resolved defaults give the default config, and every option reaches its place."""
+    from tfx_tabular.components.parquet_example_gen import spec
+    from tfx_tabular.conversion import plan
+
+    defaults = {name: p.default for name, p in spec.PARAMETERS.items()}
+    assert plan.ConversionConfig.from_parameters(defaults) == plan.ConversionConfig()
+    config = plan.ConversionConfig.from_parameters(
+        {**defaults, "decimal_as": "string", "num_shards": 3, "split_keys": ["id"], "other": 1}
+    )
+    assert (config.source.decimal_as, config.source.split_keys) == ("string", ("id",))
+    assert (config.output.num_shards, config.output.batch_size) == (3, OutputOptions.batch_size)
+    fields = {
+        f.name for c in (plan.SourceOptions, plan.OutputOptions) for f in dataclasses.fields(c)
+    }
+    assert set(spec.PARAMETERS) - fields == {"compute_example_statistics"}

@@ -168,9 +168,12 @@ def test_a_split_pattern_matching_no_file_is_an_input_error(tmp_path):
     for day in (1, 2):
         write(tmp_path / "in" / f"day={day}" / "part.parquet", pa.table({"id": [day]}))
     with pytest.raises(InputError, match=r"eval: 'day=9\*'"):
-        plan.plan_conversion(str(tmp_path / "in"), patterns={"train": "day=[12]", "eval": "day=9*"})
+        plan.plan_conversion(
+            str(tmp_path / "in"),
+            plan.SourceOptions(patterns={"train": "day=[12]", "eval": "day=9*"}),
+        )
     _, splits = plan.plan_conversion(
-        str(tmp_path / "in"), patterns={"train": "day=1", "eval": "day=2"}
+        str(tmp_path / "in"), plan.SourceOptions(patterns={"train": "day=1", "eval": "day=2"})
     )
     assert sorted(splits.names) == ["eval", "train"]
 

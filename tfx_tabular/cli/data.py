@@ -104,27 +104,29 @@ def cmd_convert(args) -> dict:
     for name, count in buckets.items():
         if not count.isdigit():
             raise UsageError(f"--split-buckets {name}={count}: N must be a whole number")
-    dataset, splits = plan.plan_conversion(
-        args.input,
-        patterns=key_values(args.split_pattern, "--split-pattern") or None,
-        buckets={name: int(count) for name, count in buckets.items()} or None,
-        split_keys=args.split_keys,
-        split_by_partition=args.split_by_partition,
-        eval_last_partitions=args.eval_last,
-        columns=args.columns,
-        exclude_columns=args.exclude,
-        partition_filter={
-            k: csv(v) for k, v in key_values(args.partition_filter, "--partition-filter").items()
-        },
-        partition_types=key_values(args.partition_type, "--partition-type"),
-        decimal_as=args.decimal_as,
+    config = plan.ConversionConfig.from_parameters(
+        {
+            "patterns": key_values(args.split_pattern, "--split-pattern") or None,
+            "buckets": {name: int(count) for name, count in buckets.items()} or None,
+            "split_keys": args.split_keys,
+            "split_by_partition": args.split_by_partition,
+            "eval_last_partitions": args.eval_last,
+            "columns": args.columns,
+            "exclude_columns": args.exclude,
+            "partition_filter": {
+                k: csv(v)
+                for k, v in key_values(args.partition_filter, "--partition-filter").items()
+            },
+            "partition_types": key_values(args.partition_type, "--partition-type"),
+            "decimal_as": args.decimal_as,
+            "compression": args.compression,
+            "compression_level": args.gzip_level,
+            "num_shards": args.num_shards,
+            "batch_size": args.batch_size,
+        }
     )
-    options = plan.OutputOptions(
-        compression=args.compression,
-        compression_level=args.gzip_level,
-        num_shards=args.num_shards,
-        batch_size=args.batch_size,
-    )
+    dataset, splits = plan.plan_conversion(args.input, config.source)
+    options = config.output
     say(
         args,
         f"converting {dataset.num_rows:,} rows in {len(dataset.files)} files "

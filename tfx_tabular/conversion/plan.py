@@ -1,6 +1,7 @@
 """Planning a conversion from Parquet footers alone: the dataset, its splits, the output options
-and the shards (row groups dealt into files). No Beam here: planning fails on bad input before a
-pipeline starts, and the components' specs and the CLI take their defaults from these classes.
+and the shards (row groups dealt into files), and the stage's one config (`ConversionConfig`). No
+Beam here: planning fails on bad input before a pipeline starts, and the components' specs and
+the CLI take their defaults from these classes.
 """
 
 from __future__ import annotations
@@ -94,47 +95,54 @@ def splits_by_patterns(dataset: Dataset, patterns: Mapping[str, str]) -> Splits:
     return Splits(file_splits=file_splits)
 
 
-def plan_conversion(
-    input_base: str,
-    *,
-    patterns: Optional[Mapping[str, str]] = None,
-    buckets: Optional[Mapping[str, int]] = None,
-    split_keys: Sequence[str] = (),
-    split_by_partition: Optional[str] = None,
-    eval_last_partitions: int = 1,
-    columns: Optional[Sequence[str]] = None,
-    exclude_columns: Sequence[str] = (),
-    partition_filter: Optional[Mapping[str, Sequence[str]]] = None,
-    partition_types: Optional[Mapping[str, str]] = None,
-    decimal_as: str = "float",
-) -> tuple[Dataset, Splits]:
-    """Open the dataset and choose its splits, from the options the CLI and the component share.
+@dataclasses.dataclass(frozen=True)
+class SourceOptions:
+    """What to read and how to split it: the options the CLI and the component share.
 
     Several `patterns` → one split per pattern; otherwise `split_by_partition` (the last
     `eval_last_partitions` values → eval), otherwise hash `buckets` (default train=2, eval=1)
     over the whole row or over `split_keys`.
     """
-    patterns = dict(patterns or {"single_split": "*"})
+
+    patterns: Optional[Mapping[str, str]] = None
+    buckets: Optional[Mapping[str, int]] = None
+    split_keys: Sequence[str] = ()
+    split_by_partition: Optional[str] = None
+    eval_last_partitions: int = 1
+    columns: Optional[Sequence[str]] = None
+    exclude_columns: Sequence[str] = ()
+    partition_filter: Optional[Mapping[str, Sequence[str]]] = None
+    partition_types: Optional[Mapping[str, str]] = None
+    decimal_as: str = "float"
+
+
+def plan_conversion(
+    input_base: str, options: SourceOptions = SourceOptions()
+) -> tuple[Dataset, Splits]:
+    """Open the dataset and choose its splits (see `SourceOptions`)."""
+    patterns = dict(options.patterns or {"single_split": "*"})
     dataset = parquet.open_dataset(
         input_base,
         list(patterns.values()),
-        columns=columns,
-        exclude_columns=exclude_columns,
-        partition_filter=partition_filter,
-        partition_types=partition_types,
-        decimal_as=decimal_as,
+        columns=options.columns,
+        exclude_columns=options.exclude_columns,
+        partition_filter=options.partition_filter,
+        partition_types=options.partition_types,
+        decimal_as=options.decimal_as,
     )
     if len(patterns) > 1:
         return dataset, splits_by_patterns(dataset, patterns)
-    if split_by_partition:
-        return dataset, splits_by_partition(dataset, split_by_partition, last=eval_last_partitions)
-    missing = [k for k in split_keys if k not in dataset.schema.names]
+    if options.split_by_partition:
+        return dataset, splits_by_partition(
+            dataset, options.split_by_partition, last=options.eval_last_partitions
+        )
+    missing = [k for k in options.split_keys if k not in dataset.schema.names]
     if missing:
         raise InputError(f"split keys {missing} are not columns of {input_base}")
-    buckets = tuple((buckets or dict(DEFAULT_BUCKETS)).items())
+    buckets = tuple((options.buckets or dict(DEFAULT_BUCKETS)).items())
     if any(n <= 0 for _, n in buckets):
         raise ValueError(f"hash buckets must be positive: {dict(buckets)}")
-    return dataset, Splits(buckets=buckets, keys=tuple(split_keys))
+    return dataset, Splits(buckets=buckets, keys=tuple(options.split_keys))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,3 +181,29 @@ def plan_shards(dataset: Dataset, num_shards: int) -> list[list[tuple[int, tuple
 
 def shard_name(index: int, count: int, options: OutputOptions) -> str:
     return f"data_tfrecord-{index:05d}-of-{count:05d}{options.suffix}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ConversionConfig:
+    """The conversion stage's settings, built once (from ParquetExampleGen's parameters or the
+    CLI's flags) and passed down: what to read and how to split it (`source`), how to write
+    (`output`)."""
+
+    source: SourceOptions = SourceOptions()
+    output: OutputOptions = OutputOptions()
+
+    @classmethod
+    def from_parameters(cls, parameters: Mapping[str, object]) -> ConversionConfig:
+        """The config of these parameters, named as the options' fields (ParquetExampleGen's spec
+        uses the same names); other names are ignored, missing or None ones take the defaults."""
+
+        def pick(options_class) -> dict:
+            names = {f.name for f in dataclasses.fields(options_class)}
+            # Lists (JSON-decoded parameters, CLI flags) as tuples: a config is immutable.
+            return {
+                k: tuple(v) if isinstance(v, list) else v
+                for k, v in parameters.items()
+                if k in names and v is not None
+            }
+
+        return cls(SourceOptions(**pick(SourceOptions)), OutputOptions(**pick(OutputOptions)))

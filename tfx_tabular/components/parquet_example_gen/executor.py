@@ -31,26 +31,18 @@ def _plan(exec_properties: Dict[str, Any]) -> tuple:
     split_keys = params["split_keys"] or (
         [split_config.partition_feature_name] if split_config.partition_feature_name else []
     )
+    config = plan.ConversionConfig.from_parameters(
+        {
+            **params,
+            "patterns": {s.name: s.pattern for s in input_config.splits},
+            "buckets": {s.name: s.hash_buckets for s in split_config.splits} or None,
+            "split_keys": split_keys,
+        }
+    )
     dataset, splits = plan.plan_conversion(
-        exec_properties[standard_component_specs.INPUT_BASE_KEY],
-        patterns={s.name: s.pattern for s in input_config.splits},
-        buckets={s.name: s.hash_buckets for s in split_config.splits} or None,
-        split_keys=split_keys,
-        split_by_partition=params["split_by_partition"],
-        eval_last_partitions=params["eval_last_partitions"],
-        columns=params["columns"],
-        exclude_columns=params["exclude_columns"],
-        partition_filter=params["partition_filter"],
-        partition_types=params["partition_types"],
-        decimal_as=params["decimal_as"],
+        exec_properties[standard_component_specs.INPUT_BASE_KEY], config.source
     )
-    options = plan.OutputOptions(
-        compression=params["compression"],
-        compression_level=params["compression_level"],
-        num_shards=params["num_shards"],
-        batch_size=params["batch_size"],
-    )
-    return dataset, splits, options
+    return dataset, splits, config.output
 
 
 def _record_statistics(statistics, examples, split_names: List[str]) -> None:

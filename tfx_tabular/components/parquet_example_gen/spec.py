@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from tfx_tabular.components.parameters import Parameter
-from tfx_tabular.conversion.plan import DEFAULT_BUCKETS, OutputOptions
+from tfx_tabular.conversion.plan import DEFAULT_BUCKETS, OutputOptions, SourceOptions
 
 EXAMPLES = "examples"
 # The optional ExampleStatistics output, computed while converting: TFX's channel name (stock
@@ -19,13 +19,13 @@ DEFAULT_SPLIT_BUCKETS = dict(DEFAULT_BUCKETS)
 
 PARAMETERS = {
     "columns": Parameter(List[str]),
-    "exclude_columns": Parameter(List[str], default=[]),
+    "exclude_columns": Parameter(List[str], default=list(SourceOptions.exclude_columns)),
     "partition_filter": Parameter(Dict[str, List[str]]),
     "partition_types": Parameter(Dict[str, str]),
-    "split_keys": Parameter(List[str], default=[]),
+    "split_keys": Parameter(List[str], default=list(SourceOptions.split_keys)),
     "split_by_partition": Parameter(str),
-    "eval_last_partitions": Parameter(int, default=1),
-    "decimal_as": Parameter(str, default="float"),
+    "eval_last_partitions": Parameter(int, default=SourceOptions.eval_last_partitions),
+    "decimal_as": Parameter(str, default=SourceOptions.decimal_as),
     "compression": Parameter(str, default=OutputOptions.compression),
     "compression_level": Parameter(int, default=OutputOptions.compression_level),
     "num_shards": Parameter(int, default=OutputOptions.num_shards),
