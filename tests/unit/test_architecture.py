@@ -98,6 +98,46 @@ def test_the_checker_sees_an_upward_import(tmp_path):
     assert _layer(_imports(bad, "tfx_tabular.source.bad")[0]) > _layer("tfx_tabular.source.bad")
 
 
+# The public entry points keep their keyword options, mirroring their component's spec; the
+# layers below take one config object per stage. Compiled kernels take flat arrays by design.
+PUBLIC_ENTRY_POINTS = {
+    "tfx_tabular.components.parquet_example_gen.component:__init__",
+    "tfx_tabular.components.tabular_trainer.component:__init__",
+    "tfx_tabular.training.input_fn:input_fn",
+    "tfx_tabular.pipelines.pipeline:create_pipeline",
+}
+MAX_PARAMETERS = 10
+
+
+def _is_compiled(node) -> bool:
+    return any("njit" in ast.unparse(d) or "numba" in ast.unparse(d) for d in node.decorator_list)
+
+
+def _parameter_count(node) -> int:
+    args = node.args
+    names = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]
+    return len([n for n in names if n not in ("self", "cls")])
+
+
+def test_internal_functions_take_a_config_not_long_parameter_lists():
+    long = []
+    for path, module in _modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            name = f"{module}:{node.name}"
+            if name in PUBLIC_ENTRY_POINTS or _is_compiled(node):
+                continue
+            if _parameter_count(node) > MAX_PARAMETERS:
+                long.append(f"{name} takes {_parameter_count(node)} parameters")
+    assert not long, "\n".join(long)
+
+
+def test_the_parameter_check_sees_a_long_list():
+    tree = ast.parse("def f(a, b, c, d, e, f, g, h, i, j, *, k):\n    pass\n")
+    assert _parameter_count(tree.body[0]) == MAX_PARAMETERS + 1
+
+
 @pytest.mark.parametrize(
     "code",
     [

@@ -4,8 +4,9 @@ artifacts are standard TFX artifacts)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from typing import Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 DEFAULT_PREPROCESSING_FN = "tfx_tabular.pipelines.preprocessing.preprocessing_fn"
 # with_example_statistics: "ours" (True) reads ParquetExampleGen's example statistics, computed
@@ -53,6 +54,47 @@ def evaluator_task(
     return kind_of(schema, label)
 
 
+@dataclasses.dataclass(frozen=True)
+class PipelineConfig:
+    """What `create_pipeline` builds, its keyword options in one object (see its docstring)."""
+
+    pipeline_name: str
+    pipeline_root: str
+    data_root: str
+    label: str = "label"
+    task: Optional[str] = None
+    metadata_path: Optional[str] = None
+    split_by_partition: Optional[str] = None
+    eval_last_partitions: Optional[int] = None
+    curated_schema: Optional[str] = None
+    sample_statistics: Optional[bool] = None
+    epochs: Optional[int] = None
+    train_steps: Optional[int] = None
+    batch_size: Optional[int] = None
+    eval_steps: Optional[int] = None
+    model_fn: Optional[str] = None
+    with_example_statistics: Union[bool, str, None] = None
+    with_transform: bool = False
+    preprocessing_fn: str = DEFAULT_PREPROCESSING_FN
+    with_evaluator: bool = False
+    distribution: Optional[str] = None
+    beam_pipeline_args: Sequence[str] = ()
+    enable_cache: bool = True
+    vertex_training: Any = None
+
+    @property
+    def example_statistics_source(self) -> Optional[str]:
+        """Where the example statistics come from: "ours", "stock" or None (none)."""
+        source = self.with_example_statistics
+        source = "ours" if source is True else source or None
+        if source is not None and source not in EXAMPLE_STATISTICS_SOURCES:
+            raise ValueError(
+                f"with_example_statistics must be True, False or one of "
+                f"{EXAMPLE_STATISTICS_SOURCES}, not {self.with_example_statistics!r}"
+            )
+        return source
+
+
 def create_pipeline(
     pipeline_name: str,
     pipeline_root: str,
@@ -91,112 +133,134 @@ def create_pipeline(
     `sample_statistics` asks for TFDV over a sample instead); "stock" runs stock StatisticsGen.
     `with_statistics` and `schema_statistics`, the old spellings of `with_example_statistics` and
     `sample_statistics`, still work for one release, with a DeprecationWarning."""
-    from tfx import v1 as tfx
-
-    from tfx_tabular.components import ParquetExampleGen, ParquetSchemaGen, TabularTrainer
+    options = dict(locals())  # the keyword options, as given: first, before any other name
+    options.pop("deprecated")
     from tfx_tabular.components.deprecation import with_renamed
 
     renamed = with_renamed(
         "create_pipeline",
-        {
-            "with_example_statistics": with_example_statistics,
-            "sample_statistics": sample_statistics,
-        },
+        {k: options[k] for k in RENAMED_PARAMETERS.values()},
         deprecated,
         RENAMED_PARAMETERS,
     )
-    with_example_statistics = renamed["with_example_statistics"]
-    sample_statistics = renamed["sample_statistics"]
-    source = "ours" if with_example_statistics is True else with_example_statistics or None
-    if source is not None and source not in EXAMPLE_STATISTICS_SOURCES:
-        raise ValueError(
-            f"with_example_statistics must be True, False or one of "
-            f"{EXAMPLE_STATISTICS_SOURCES}, not {with_example_statistics!r}"
-        )
+    return build_pipeline(PipelineConfig(**{**options, **renamed}))
+
+
+def build_pipeline(config: PipelineConfig):
+    """The `tfx.dsl.Pipeline` of `config`: the data components, then Transform, the Trainer and
+    the Evaluator as asked."""
+    from tfx import v1 as tfx
+
+    components = _data_components(config)
+    example_gen, schema_gen = components[:2]
+    transform = _transform(config, example_gen, schema_gen) if config.with_transform else None
+    trainer = _trainer(config, example_gen, schema_gen, transform)
+    components += [c for c in (transform, trainer) if c is not None]
+    if config.with_evaluator:
+        components.append(_evaluator(config, example_gen, trainer))
+    return tfx.dsl.Pipeline(
+        pipeline_name=config.pipeline_name,
+        pipeline_root=config.pipeline_root,
+        components=components,
+        enable_cache=config.enable_cache,
+        beam_pipeline_args=list(config.beam_pipeline_args),
+        metadata_connection_config=(
+            tfx.orchestration.metadata.sqlite_metadata_connection_config(config.metadata_path)
+            if config.metadata_path
+            else None
+        ),
+    )
+
+
+def _data_components(config: PipelineConfig) -> list:
+    """ParquetExampleGen, ParquetSchemaGen and, with example statistics, stock StatisticsGen
+    ("stock") and ExampleValidator."""
+    from tfx import v1 as tfx
+
+    from tfx_tabular.components import ParquetExampleGen, ParquetSchemaGen
+
+    source = config.example_statistics_source
     example_gen = ParquetExampleGen(
-        input_base=data_root,
-        split_by_partition=split_by_partition,
-        eval_last_partitions=eval_last_partitions,
+        input_base=config.data_root,
+        split_by_partition=config.split_by_partition,
+        eval_last_partitions=config.eval_last_partitions,
         compute_example_statistics=source == "ours",  # nobody reads them otherwise
     )
     ours = example_gen.outputs["statistics"] if source == "ours" else None
     schema_gen = ParquetSchemaGen(
         examples=example_gen.outputs["examples"],
-        statistics=None if sample_statistics else ours,
-        label=label,
-        curated_schema=curated_schema,
-        sample_statistics=sample_statistics,
+        statistics=None if config.sample_statistics else ours,
+        label=config.label,
+        curated_schema=config.curated_schema,
+        sample_statistics=config.sample_statistics,
     )
     components = [example_gen, schema_gen]
+    statistics = ours
     if source == "stock":
         stock = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
         components.append(stock)
-    if source is not None:
+        statistics = stock.outputs["statistics"]
+    if statistics is not None:
         components.append(
             tfx.components.ExampleValidator(
-                statistics=ours or stock.outputs["statistics"], schema=schema_gen.outputs["schema"]
+                statistics=statistics, schema=schema_gen.outputs["schema"]
             )
         )
-    transform = None
-    if with_transform:
-        transform = tfx.components.Transform(
-            examples=example_gen.outputs["examples"],
-            schema=schema_gen.outputs["schema"],
-            preprocessing_fn=preprocessing_fn,
-            custom_config={"label": label},
-            splits_config=tfx.proto.SplitsConfig(analyze=["train"], transform=[]),
-        )
-        components.append(transform)
-    trainer = TabularTrainer(
+    return components
+
+
+def _transform(config: PipelineConfig, example_gen, schema_gen):
+    from tfx import v1 as tfx
+
+    return tfx.components.Transform(
+        examples=example_gen.outputs["examples"],
+        schema=schema_gen.outputs["schema"],
+        preprocessing_fn=config.preprocessing_fn,
+        custom_config={"label": config.label},
+        splits_config=tfx.proto.SplitsConfig(analyze=["train"], transform=[]),
+    )
+
+
+def _trainer(config: PipelineConfig, example_gen, schema_gen, transform):
+    from tfx import v1 as tfx
+
+    from tfx_tabular.components import TabularTrainer
+
+    return TabularTrainer(
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
         transform_graph=transform.outputs["transform_graph"] if transform else None,
-        train_args=tfx.proto.TrainArgs(num_steps=train_steps or 0),
-        eval_args=tfx.proto.EvalArgs(num_steps=eval_steps or 0),
-        epochs=epochs,
-        batch_size=batch_size,
-        label=label,
-        task=task,
-        model_fn=model_fn,
-        distribution=distribution,
-        vertex_training=vertex_training,
+        train_args=tfx.proto.TrainArgs(num_steps=config.train_steps or 0),
+        eval_args=tfx.proto.EvalArgs(num_steps=config.eval_steps or 0),
+        epochs=config.epochs,
+        batch_size=config.batch_size,
+        label=config.label,
+        task=config.task,
+        model_fn=config.model_fn,
+        distribution=config.distribution,
+        vertex_training=config.vertex_training,
     )
-    components.append(trainer)
-    if with_evaluator:
-        import tensorflow_model_analysis as tfma
 
-        eval_config = tfma.EvalConfig(
-            model_specs=[tfma.ModelSpec(label_key=label, signature_name="serving_default")],
-            slicing_specs=[tfma.SlicingSpec()],
-            metrics_specs=[
-                tfma.MetricsSpec(
-                    metrics=[
-                        tfma.MetricConfig(class_name=name)
-                        for name in EVALUATOR_METRICS[
-                            evaluator_task(data_root, label, task, curated_schema)
-                        ]
-                    ]
-                )
-            ],
-        )
-        components.append(
-            tfx.components.Evaluator(
-                examples=example_gen.outputs["examples"],
-                model=trainer.outputs["model"],
-                eval_config=eval_config,
+
+def _evaluator(config: PipelineConfig, example_gen, trainer):
+    """Stock Evaluator with the metrics of the task (`evaluator_task`)."""
+    import tensorflow_model_analysis as tfma
+    from tfx import v1 as tfx
+
+    task = evaluator_task(config.data_root, config.label, config.task, config.curated_schema)
+    eval_config = tfma.EvalConfig(
+        model_specs=[tfma.ModelSpec(label_key=config.label, signature_name="serving_default")],
+        slicing_specs=[tfma.SlicingSpec()],
+        metrics_specs=[
+            tfma.MetricsSpec(
+                metrics=[tfma.MetricConfig(class_name=name) for name in EVALUATOR_METRICS[task]]
             )
-        )
-    return tfx.dsl.Pipeline(
-        pipeline_name=pipeline_name,
-        pipeline_root=pipeline_root,
-        components=components,
-        enable_cache=enable_cache,
-        beam_pipeline_args=list(beam_pipeline_args),
-        metadata_connection_config=(
-            tfx.orchestration.metadata.sqlite_metadata_connection_config(metadata_path)
-            if metadata_path
-            else None
-        ),
+        ],
+    )
+    return tfx.components.Evaluator(
+        examples=example_gen.outputs["examples"],
+        model=trainer.outputs["model"],
+        eval_config=eval_config,
     )
 
 

@@ -141,7 +141,7 @@ def _multiclass(feature: schema_pb2.Feature) -> Task:
         if len(vocabulary) < 2:
             raise TaskError(
                 f"label {feature.name!r} is a string with no known classes (its schema has no "
-                "string_domain): run ParquetSchemaGen with statistics=True, or give the classes "
+                "string_domain): run ParquetSchemaGen with sample_statistics=True, or give the classes "
                 "in a curated schema"
             )
         return Task(MULTICLASS, len(vocabulary), vocabulary)
