@@ -19,9 +19,10 @@ PYTEST = rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 
 test: setup
 	$(PY) -m pytest -q; $(PYTEST)
 
-# The inner loop: unit tests only (no TFX pipelines, no Beam runs of the suite's integration tests).
+# The inner loop: the unit tests that run in this one process (not the `slow` ones: no TFX
+# pipelines, multi-process Beam or servers).
 test-fast: setup
-	$(PY) -m pytest -q tests/unit; $(PYTEST)
+	$(PY) -m pytest -q -m "not slow" tests/unit; $(PYTEST)
 
 lint: setup
 	.venv/bin/ruff check .

@@ -21,6 +21,9 @@ from tfx_tabular.conversion.plan import OutputOptions
 from tfx_tabular.conversion.staging import PUBLISHED_MARKER
 from tfx_tabular.source.parquet import SOURCE_METADATA_FILE, InputError, open_dataset
 
+# A GCS emulator server in another process: not in `make test-fast`.
+pytestmark = pytest.mark.slow
+
 SPLITS = ("train", "eval")
 
 
