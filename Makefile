@@ -35,9 +35,10 @@ format: setup
 bench: setup
 	$(PY) -m benchmarks.run --rows $(BENCH_ROWS) --repeats $(BENCH_REPEATS)
 
-# Re-resolve uv.lock after editing pyproject.toml (needs .tools/ from `make setup`).
-lock:
-	.tools/uv-0.13.9/bin/uv lock
+# Re-resolve uv.lock after editing pyproject.toml, with the project's Python 3.10 (uv would
+# otherwise download one).
+lock: setup
+	.tools/uv-0.13.9/bin/uv lock --python $(PY)
 
 clean:
 	rm -rf out .pytest_cache

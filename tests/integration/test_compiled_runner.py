@@ -268,39 +268,64 @@ def test_cli_prints_run_errors_without_a_traceback(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("tfx-tabular: error: task silent exited without")
 
 
-@pytest.mark.slow
-def test_compiled_kubeflow_pipeline_runs_tfx_executors_end_to_end(tmp_path, capsys):
-    import tensorflow as tf
+@pytest.fixture(scope="module")
+def compiled_run(tmp_path_factory) -> dict:
+    """The real pipeline (example statistics on), compiled once for Kubeflow and for Vertex and
+    run once under the Vertex-shaped launcher, with what its tasks reported: shared by the test of
+    the run and the test of a rerun on a second data root (a run costs minutes)."""
+    import contextlib
+    import io
 
-    data, root = str(tmp_path / "data"), str(tmp_path / "root")
+    folder = tmp_path_factory.mktemp("compiled")
+    data, root = str(folder / "data"), str(folder / "root")
     criteo.write_dataset(data, 2000, days=2, files_per_day=1, row_group_size=500)
     pipeline = create_pipeline(
         "compiled",
         "gs://not-used/root",
         data,
-        train_steps=5,
         batch_size=32,
+        epochs=1,
+        task="binary",
         with_example_statistics=True,
         beam_pipeline_args=["--direct_running_mode=in_memory"],
     )
-    kubeflow_yaml, vertex_json = str(tmp_path / "pipeline.yaml"), str(tmp_path / "pipeline.json")
+    kubeflow_yaml, vertex_json = str(folder / "pipeline.yaml"), str(folder / "pipeline.json")
     kubeflow.compile_pipeline(pipeline, "kubeflow", "tfx-tabular:test", kubeflow_yaml)
     kubeflow.compile_pipeline(pipeline, "vertex", "tfx-tabular:test", vertex_json)
+    with open(kubeflow_yaml) as handle:
+        compiled_text = handle.read()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        summary = run_compiled(kubeflow_yaml, root)
+    return {
+        "kubeflow": kubeflow_yaml,
+        "vertex": vertex_json,
+        "compiled_text": compiled_text,
+        "root": root,
+        "summary": summary,
+        "out": out.getvalue(),
+        "examples": _run_outputs(root, "ParquetExampleGen", "examples"),
+        "anomalies": _run_outputs(root, "ExampleValidator", "anomalies"),
+        "model_run": _run_outputs(root, "TabularTrainer", "model_run"),
+    }
+
+
+@pytest.mark.slow
+def test_compiled_kubeflow_pipeline_runs_tfx_executors_end_to_end(compiled_run):
+    import tensorflow as tf
+
     assert (
-        compiled_runner.load_compiled(vertex_json)[0].root
-        == compiled_runner.load_compiled(kubeflow_yaml)[0].root
+        compiled_runner.load_compiled(compiled_run["vertex"])[0].root
+        == compiled_runner.load_compiled(compiled_run["kubeflow"])[0].root
     )
-
-    summary = run_compiled(kubeflow_yaml, root)
-
+    summary = compiled_run["summary"]
     assert set(summary) == {
         "ParquetExampleGen",
         "ParquetSchemaGen",
         "ExampleValidator",  # on ParquetExampleGen's statistics
         "TabularTrainer",
     }
-    with open(os.path.join(root, "ParquetExampleGen", "executor_output.json")) as handle:
-        examples = json.load(handle)["artifacts"]["examples"]["artifacts"][0]
+    examples = compiled_run["examples"]
     metadata = examples["metadata"]
     # TFX's ExampleGen driver records span as a custom property; the Examples type also has a
     # `span` property, so TFX's executor reports the custom one as `custom:span`.
@@ -308,16 +333,15 @@ def test_compiled_kubeflow_pipeline_runs_tfx_executors_end_to_end(tmp_path, caps
     assert metadata["input_fingerprint"].startswith("sha256:")
     assert sum(metadata["row_counts"].values()) == 2000
     assert os.path.exists(os.path.join(summary["ParquetSchemaGen"]["schema"], "schema.pbtxt"))
-    with open(os.path.join(root, "ExampleValidator", "executor_output.json")) as handle:
-        anomalies = json.load(handle)["artifacts"]["anomalies"]["artifacts"][0]
-    assert anomalies["metadata"]["blessed"] == {"train": 1, "eval": 1}  # stock, on our artifacts
+    # Stock ExampleValidator, on our artifacts.
+    assert compiled_run["anomalies"]["metadata"]["blessed"] == {"train": 1, "eval": 1}
 
     model = summary["TabularTrainer"]["model"]
     serving = tf.saved_model.load(os.path.join(model, "Format-Serving"))
     records = glob.glob(os.path.join(examples["uri"], "Split-eval", "*"))
     batch = next(iter(tf.data.TFRecordDataset(records).batch(4)))
     assert serving.signatures["serving_default"](examples=batch)["outputs"].shape == (4, 1)
-    assert f"Model (TabularTrainer.model): {model}" in capsys.readouterr().out
+    assert f"Model (TabularTrainer.model): {model}" in compiled_run["out"]
 
 
 def test_parameters_set_at_run_time_override_the_defaults(tmp_path):
@@ -364,29 +388,18 @@ def _run_outputs(root: str, task: str, output: str) -> dict:
 
 
 @pytest.mark.slow
-def test_a_compiled_pipeline_reruns_on_a_second_data_root_without_recompiling(tmp_path, capsys):
-    """Compiled once; `--param` points the second run at another dataset (other rows, other
-    count) and changes epochs, batch size and learning rate: the second Examples hold the
-    second dataset's rows, and the Trainer trains on them with the overridden values."""
-    data_a, data_b = str(tmp_path / "a"), str(tmp_path / "b")
-    criteo.write_dataset(data_a, 600, days=2, files_per_day=1, row_group_size=200)
-    criteo.write_dataset(data_b, 1500, days=3, files_per_day=1, row_group_size=500, seed=1)
-    pipeline = create_pipeline(
-        "params", "gs://not-used/root", data_a, batch_size=32, epochs=1, task="binary"
-    )
-    compiled = str(tmp_path / "pipeline.yaml")
-    kubeflow.compile_pipeline(pipeline, "kubeflow", "tfx-tabular:test", compiled)
-    with open(compiled) as handle:
-        before = handle.read()
-    root = str(tmp_path / "root")
-
-    assert cli.main(["run-compiled", compiled, "--pipeline-root", root]) == 0
-    examples_a = _run_outputs(root, "ParquetExampleGen", "examples")
-    run_a = _run_outputs(root, "TabularTrainer", "model_run")["metadata"]
+def test_a_compiled_pipeline_reruns_on_a_second_data_root_without_recompiling(
+    compiled_run, tmp_path, capsys
+):
+    """Compiled once; `--param` points a second run at another dataset (other rows, other count)
+    and changes epochs, batch size and learning rate: the second Examples hold the second
+    dataset's rows, and the Trainer trains on them with the overridden values."""
+    examples_a = compiled_run["examples"]
     train_a = examples_a["metadata"]["row_counts"]["train"]
-    assert sum(examples_a["metadata"]["row_counts"].values()) == 600
-    assert run_a["total_steps"] == train_a // 32  # 1 epoch of batch 32
+    assert compiled_run["model_run"]["metadata"]["total_steps"] == train_a // 32  # 1 epoch of 32
 
+    data_b, root, compiled = str(tmp_path / "b"), compiled_run["root"], compiled_run["kubeflow"]
+    criteo.write_dataset(data_b, 1500, days=3, files_per_day=1, row_group_size=500, seed=1)
     params = ["data_root=" + data_b, "epochs=2", "batch_size=16", "learning_rate=0.05"]
     argv = ["run-compiled", compiled, "--pipeline-root", root]
     assert cli.main(argv + [f"--param={p}" for p in params]) == 0
@@ -394,7 +407,7 @@ def test_a_compiled_pipeline_reruns_on_a_second_data_root_without_recompiling(tm
     out = capsys.readouterr().out
     assert f"pipeline parameters: batch_size=16, data_root={data_b}, epochs=2" in out
     with open(compiled) as handle:
-        assert handle.read() == before  # not recompiled
+        assert handle.read() == compiled_run["compiled_text"]  # not recompiled
     examples_b = _run_outputs(root, "ParquetExampleGen", "examples")
     assert examples_b["uri"] != examples_a["uri"]
     assert sum(examples_b["metadata"]["row_counts"].values()) == 1500
