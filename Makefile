@@ -4,6 +4,8 @@ DEMO_ROWS ?= 200000
 DEMO_DIR ?= out/demo
 BENCH_ROWS ?= 1000000
 BENCH_REPEATS ?= 2
+# `make test` runs in this many pytest-xdist workers: one per core here.
+TEST_WORKERS ?= 2
 
 .PHONY: setup demo test test-fast lint format bench lock clean
 
@@ -16,8 +18,9 @@ demo: setup
 # Exit code 5 (no tests collected) is a failure, not a pass.
 PYTEST = rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
+# The tests of a module that share a module-scoped fixture stay in one worker (tests/conftest.py).
 test: setup
-	$(PY) -m pytest -q; $(PYTEST)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup; $(PYTEST)
 
 # The inner loop: the unit tests that run in this one process (not the `slow` ones: no TFX
 # pipelines, multi-process Beam or servers).

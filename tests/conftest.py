@@ -267,3 +267,16 @@ def upload(bucket, local_root: str, prefix: str, damage=None) -> list:
             bucket.blob(f"{prefix}/{relative}").upload_from_string(data)
             names.append(relative)
     return sorted(names)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`make test` runs two workers), the tests of a module that share a
+    module-scoped fixture (a pipeline run, a server, converted data) run in one worker, so that
+    fixture is built once; the other tests are dealt out one by one (`--dist loadgroup`)."""
+    for item in items:
+        fixtures = getattr(item, "_fixtureinfo", None)
+        if fixtures is None:
+            continue
+        scopes = {d.scope for defs in fixtures.name2fixturedefs.values() for d in defs}
+        if "module" in scopes:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
