@@ -18,9 +18,9 @@ demo: setup
 # Exit code 5 (no tests collected) is a failure, not a pass.
 PYTEST = rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
-# The tests of a module that share a module-scoped fixture stay in one worker (tests/conftest.py).
+# Tests sharing a module-scoped fixture stay in one worker; slow tests start first (tests/conftest.py).
 test: setup
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup; $(PYTEST)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder; $(PYTEST)
 
 # The inner loop: the unit tests that run in this one process (not the `slow` ones: no TFX
 # pipelines, multi-process Beam or servers).

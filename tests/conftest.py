@@ -269,14 +269,24 @@ def upload(bucket, local_root: str, prefix: str, damage=None) -> list:
     return sorted(names)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (`make test` runs two workers), the tests of a module that share a
-    module-scoped fixture (a pipeline run, a server, converted data) run in one worker, so that
-    fixture is built once; the other tests are dealt out one by one (`--dist loadgroup`)."""
+    """For `make test`'s pytest-xdist workers (`--dist loadgroup`): tests that share a
+    module-scoped fixture (a pipeline run, a server, converted data) form one group, run by one
+    worker, so that fixture is built once; every other test is dealt out alone. The `slow` tests
+    (other processes: pipelines, servers) go first, the quick ones fill in at the end, so no long
+    test starts last. Every integration test is `slow` (TFX pipelines, Beam, subprocesses)."""
     for item in items:
+        if "integration" in item.path.parts:
+            item.add_marker(pytest.mark.slow)
         fixtures = getattr(item, "_fixtureinfo", None)
         if fixtures is None:
             continue
-        scopes = {d.scope for defs in fixtures.name2fixturedefs.values() for d in defs}
-        if "module" in scopes:
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+        shared = sorted(
+            name
+            for name, defs in fixtures.name2fixturedefs.items()
+            if any(d.scope == "module" for d in defs)
+        )
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(f"{item.module.__name__}:{','.join(shared)}"))
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -176,7 +176,7 @@ def test_a_pool_without_apache_beam_fails_fast_naming_the_cause(broken_pool, dat
         f"gs://{BUCKET}/never",
         *(f"--beam-arg={a}" for a in broken_pool.args),
         timeout=120,  # it used to hang for ever: the process must also exit
-        **{TIMEOUT_VARIABLE: "15"},
+        **{TIMEOUT_VARIABLE: "5"},
     )
     assert result.returncode == 3, result.stderr
     assert "no SDK worker of the pool" in result.stderr and "PATH" in result.stderr, result.stderr
@@ -285,7 +285,7 @@ def test_convert_through_a_job_server_process(
 def test_a_broken_pool_behind_a_job_server_fails_fast_too(job_server, broken_pool, data):
     args = [f"--beam-arg={a}" for a in _through(job_server, broken_pool)]
     result = _cli(
-        "convert", data, f"gs://{BUCKET}/never", *args, timeout=120, **{TIMEOUT_VARIABLE: "15"}
+        "convert", data, f"gs://{BUCKET}/never", *args, timeout=120, **{TIMEOUT_VARIABLE: "5"}
     )
     assert result.returncode == 3, result.stderr
     assert "no SDK worker of the pool" in result.stderr and "PATH" in result.stderr, result.stderr
