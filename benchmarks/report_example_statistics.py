@@ -99,7 +99,7 @@ def render(record: dict) -> Section:
     ]
     summary = [
         Summary(
-            "split statistics while converting",
+            "example statistics while converting",
             f"+{added:.2f} s ({seconds['without']:.2f} → {seconds['with']:.2f} s median, "
             f"{harness.percent(share)})",
             f"stock StatisticsGen's extra pass: {stock['seconds']:.1f} s",
