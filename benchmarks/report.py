@@ -186,7 +186,8 @@ def main(argv=None) -> int:
     out = args.out or os.path.splitext(args.results)[0] + ".md"
     if args.readme:
         link = os.path.relpath(out, os.path.dirname(os.path.abspath(args.readme)))
-        changed = report_readme.update(args.readme, load(args.results), link)
+        results = load(args.results)
+        changed = report_readme.update(args.readme, results, render_sections(results), link)
         print(
             f"benchmarks: {'rewrote' if changed else 'left unchanged'} the performance table of "
             f"{args.readme} from {args.results}"

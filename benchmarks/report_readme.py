@@ -94,15 +94,9 @@ def _targets(sections: list[Section], report: str) -> str:
     return text + "."
 
 
-def block(
-    results: dict, report: str = "docs/benchmarks.md", sections: Optional[list[Section]] = None
-) -> str:
-    """The text between the markers (a newline after START, one before END); `report` is the
-    full report's link, relative to the README; `sections`: `results` already rendered."""
-    if sections is None:
-        from benchmarks import report as report_module  # it imports this module
-
-        sections = report_module.render_sections(results)
+def block(results: dict, sections: list[Section], report: str = "docs/benchmarks.md") -> str:
+    """The text between the markers (a newline after START, one before END): `results`, rendered
+    as `sections`; `report` is the full report's link, relative to the README."""
     rows = [row for section in sections for row in section.summary]
     cost = _cost(results)
     if cost:
@@ -133,15 +127,12 @@ def current_block(text: str) -> str:
 
 
 def update(
-    readme: str,
-    results: dict,
-    report: str = "docs/benchmarks.md",
-    sections: Optional[list[Section]] = None,
+    readme: str, results: dict, sections: list[Section], report: str = "docs/benchmarks.md"
 ) -> bool:
     """Rewrite `readme`'s block from `results`; True if it changed."""
     with open(readme, encoding="utf-8") as handle:
         text = handle.read()
-    new = replace_block(text, block(results, report, sections))
+    new = replace_block(text, block(results, sections, report))
     if new == text:
         return False
     with open(readme, "w", encoding="utf-8") as handle:

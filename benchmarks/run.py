@@ -158,7 +158,7 @@ def main(argv=None) -> int:
     if readme:
         link = os.path.relpath(args.out, os.path.dirname(os.path.abspath(args.readme)))
         try:
-            report_readme.update(args.readme, saved, link, sections)
+            report_readme.update(args.readme, saved, sections, link)
         except (OSError, ValueError) as e:  # the results are saved: report, do not lose them
             print(f"  note: {args.readme}'s performance table not rewritten: {e}", flush=True)
             readme = False

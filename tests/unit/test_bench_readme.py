@@ -11,6 +11,10 @@ README = os.path.join(REPO, "README.md")
 RESULTS = os.path.join(REPO, "docs", "benchmarks.json")
 
 
+def _block(results: dict) -> str:
+    return report_readme.block(results, report.render_sections(results))
+
+
 def _read(path: str) -> str:
     with open(path, encoding="utf-8") as handle:
         return handle.read()
@@ -19,7 +23,9 @@ def _read(path: str) -> str:
 def test_the_readme_table_is_what_the_last_bench_measured():
     """A hand edit inside the markers, or a block left stale by a newer docs/benchmarks.json,
     fails here: regenerate with `python -m benchmarks.report --readme`."""
-    expected = report_readme.block(report.load(RESULTS))
+    expected = report_readme.block(
+        report.load(RESULTS), report.render_sections(report.load(RESULTS))
+    )
     assert report_readme.current_block(_read(README)) == expected
 
 
@@ -32,12 +38,14 @@ def test_the_generator_replaces_only_the_text_between_the_markers(tmp_path):
         encoding="utf-8",
     )
     results = report.load(RESULTS)
-    assert report_readme.update(str(readme), results)
+    assert report_readme.update(str(readme), results, report.render_sections(results))
     text = readme.read_text(encoding="utf-8")
-    block = report_readme.block(results)
+    block = _block(results)
     assert text == head + report_readme.START + block + report_readme.END + tail
     assert "stale" not in text
-    assert not report_readme.update(str(readme), results)  # idempotent: nothing left to change
+    assert not report_readme.update(
+        str(readme), results, report.render_sections(results)
+    )  # idempotent: nothing left to change
 
 
 @pytest.mark.parametrize(
@@ -58,6 +66,10 @@ def test_the_block_carries_the_results_figures():
     """The table is built from the results' numbers: changing one changes the README block."""
     results = report.load(RESULTS)
     stock = results["sections"]["schema_inference"]["stock"]
-    assert f"SchemaGen: {stock['seconds']:.1f} s |" in report_readme.block(results)
+    assert f"SchemaGen: {stock['seconds']:.1f} s |" in report_readme.block(
+        results, report.render_sections(results)
+    )
     stock["seconds"] += 1000
-    assert f"SchemaGen: {stock['seconds']:.1f} s |" in report_readme.block(results)
+    assert f"SchemaGen: {stock['seconds']:.1f} s |" in report_readme.block(
+        results, report.render_sections(results)
+    )
