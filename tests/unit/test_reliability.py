@@ -409,15 +409,18 @@ def test_union_columns_cannot_come_from_parquet(tmp_path):
 # --- partitions -------------------------------------------------------------------------------
 
 
-def test_partition_key_that_is_also_a_column_is_an_input_error(tmp_path):
+def test_partition_key_that_is_also_a_column_must_agree_with_its_folder(tmp_path):
+    # Polars and DuckDB (WRITE_PARTITION_COLUMNS) keep the partition column in the files too.
     write(tmp_path / "in" / "day=1" / "a.parquet", pa.table({"id": [1], "day": [1]}))
     write(tmp_path / "in" / "day=2" / "b.parquet", pa.table({"id": [2], "day": [3]}))  # disagrees
+    dataset = open_dataset(str(tmp_path / "in"))
+    assert dataset.schema.names == ["id", "day"] and dataset.partition_columns == ("day",)
+    first, second = dataset.files
+    assert next(parquet.read_batches(dataset, first, [0], 10)).column(1).to_pylist() == [1]
     with pytest.raises(InputError) as error:
-        open_dataset(str(tmp_path / "in"))
+        next(parquet.read_batches(dataset, second, [0], 10))
     message = str(error.value)
-    assert "a.parquet" in message and "'day'" in message and "partition" in message, message
-    # The message tells what excluding does: the name goes, column and partition alike.
-    assert "drops both" in message
+    assert "b.parquet" in message and "'day'" in message and "day='2'" in message, message
     assert open_dataset(str(tmp_path / "in"), exclude_columns=["day"]).schema.names == ["id"]
 
 

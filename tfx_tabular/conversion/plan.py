@@ -114,6 +114,7 @@ class SourceOptions:
     partition_filter: Optional[Mapping[str, Sequence[str]]] = None
     partition_types: Optional[Mapping[str, str]] = None
     decimal_as: str = "float"
+    table_version: Optional[int] = None  # a Delta Lake version or Iceberg snapshot id to read
 
 
 def plan_conversion(
@@ -129,6 +130,7 @@ def plan_conversion(
         partition_filter=options.partition_filter,
         partition_types=options.partition_types,
         decimal_as=options.decimal_as,
+        table_version=options.table_version,
     )
     if len(patterns) > 1:
         return dataset, splits_by_patterns(dataset, patterns)

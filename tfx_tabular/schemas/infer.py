@@ -52,8 +52,8 @@ class LabelError(SchemaError):
 
 def _never_null(feature: Feature, summary: SourceMetadata) -> bool:
     field = summary.schema.field(feature.column)
-    if feature.column in summary.partition_columns:
-        return True
+    if feature.column in summary.partition_columns and feature.column not in summary.column_stats:
+        return True  # stored before partition columns had null counts (the null partition)
     if not field.nullable:
         return True
     stats = summary.column_stats.get(feature.column)

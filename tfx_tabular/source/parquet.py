@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import decimal
 import fnmatch
 import json
 import os
@@ -20,25 +21,19 @@ from typing import Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from tfx_tabular.source import footer, tables
+from tfx_tabular.source.errors import (  # noqa: F401 (callers import the errors from here)
+    ColumnError,
+    InputError,
+    InputNotFoundError,
+)
 from tfx_tabular.source.mapping import Feature, features_of, is_bytes_like
 
 _INTEGER = re.compile(r"^-?\d{1,18}$")
-
-
-class InputError(ValueError):
-    """Input that cannot be converted; the message names the file (and column)."""
-
-
-class InputNotFoundError(InputError):
-    """The input folder does not exist."""
-
-
-class ColumnError(InputError):
-    """Input that fails on one column, which the message names: the file can be fixed, or the
-    column left out."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,9 +59,34 @@ class ColumnStats:
         return ColumnStats(nulls, min(lows) if both else None, max(highs) if both else None)
 
 
+# What avoids an encoding pyarrow 10 cannot decode, in the writers that choose it.
+_ENCODING_REMEDY = (
+    "write without it (DuckDB: the default PARQUET_VERSION V1; pyarrow: no column_encoding "
+    "or use_byte_stream_split for it)"
+)
+
+
+def _check_encoding(column: pq.ColumnChunkMetaData) -> None:
+    """Encodings newer writers choose that pyarrow 10 cannot decode: a ColumnError naming the
+    column, before anything is read (DuckDB's PARQUET_VERSION V2 writes both)."""
+    encodings = column.encodings
+    if "DELTA_LENGTH_BYTE_ARRAY" in encodings:
+        encoding = "DELTA_LENGTH_BYTE_ARRAY"
+    elif "BYTE_STREAM_SPLIT" in encodings and column.physical_type not in ("FLOAT", "DOUBLE"):
+        encoding = f"BYTE_STREAM_SPLIT ({column.physical_type})"
+    else:
+        return
+    raise ColumnError(
+        f"column {column.path_in_schema!r} is stored with the {encoding} encoding, which "
+        f"pyarrow 10 cannot read; {_ENCODING_REMEDY}"
+    )
+
+
 def _footer_stats(
     metadata: pq.FileMetaData, schema: pa.Schema
 ) -> tuple[tuple[str, ColumnStats], ...]:
+    """Footer statistics per flat top-level column; checks every column chunk's encodings too
+    (one walk over the chunks: footers of thousands of columns are long)."""
     # Leaf statistics describe rows only for flat top-level columns (names may contain dots).
     flat = {f.name for f in schema if not pa.types.is_nested(f.type)}
     stats: dict[str, ColumnStats] = {}
@@ -74,6 +94,7 @@ def _footer_stats(
         group = metadata.row_group(g)
         for c in range(group.num_columns):
             column = group.column(c)
+            _check_encoding(column)
             if column.path_in_schema not in flat:
                 continue
             st = column.statistics
@@ -115,7 +136,8 @@ class ParquetFileInfo(_QuickPickle):
 
     path: str  # filesystem path, as pyarrow.fs takes it
     relative: str  # relative to the input base, '/'-separated
-    partitions: tuple[tuple[str, str], ...]  # hive key=value pairs along the path, raw text
+    # hive key=value pairs along the path (or a table's log), unescaped text; None: a null value
+    partitions: tuple[tuple[str, Optional[str]], ...]
     num_rows: int
     row_group_rows: tuple[int, ...]
     schema: pa.Schema
@@ -226,16 +248,17 @@ class Dataset(_QuickPickle):
 
     def column_stats(self) -> dict[str, ColumnStats]:
         """Footer statistics per top-level column over all files; a column missing from a file
-        counts as that many nulls."""
+        counts as that many nulls, a partition column only its null partitions' rows."""
         merged: dict[str, ColumnStats] = {}
         for info in self.files:
             per_file = dict(info.column_stats)
+            partitions = dict(info.partitions)
             # A set: Schema.names builds a new list on every access (quadratic for wide files).
             file_names = set(info.schema.names)
             for name in self.schema.names:
-                if name in self.partition_columns:
-                    continue
-                if name in per_file:
+                if name in partitions and name not in file_names:
+                    current = ColumnStats(info.num_rows if partitions[name] is None else 0)
+                elif name in per_file:
                     current = per_file[name]
                 elif name not in file_names:
                     current = ColumnStats(info.num_rows)
@@ -246,7 +269,7 @@ class Dataset(_QuickPickle):
 
     def source_metadata(self) -> SourceMetadata:
         values = {
-            key: tuple(sorted({dict(f.partitions)[key] for f in self.files}))
+            key: tuple(sorted({dict(f.partitions)[key] for f in self.files} - {None}))
             for key in self.partition_columns
         }
         return SourceMetadata(
@@ -305,22 +328,24 @@ def _is_hidden(name: str) -> bool:
     return name.startswith(("_", "."))
 
 
-def _partitions_of(relative: str) -> tuple[tuple[str, str], ...]:
+# The folder name Hive, Spark, pyarrow, pandas, DuckDB and Polars all write for a null partition value.
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+
+def _partitions_of(relative: str) -> tuple[tuple[str, Optional[str]], ...]:
+    """The hive `key=value` folders along a relative path, unescaped; None for a null value."""
     pairs = []
     for part in relative.split("/")[:-1]:
         if "=" in part:
             key, value = part.split("=", 1)
             try:  # strict: the default replaces invalid UTF-8 with U+FFFD, silently changing values
-                pairs.append(
-                    (
-                        urllib.parse.unquote(key, errors="strict"),
-                        urllib.parse.unquote(value, errors="strict"),
-                    )
-                )
+                key = urllib.parse.unquote(key, errors="strict")
+                value = urllib.parse.unquote(value, errors="strict")
             except UnicodeDecodeError:
                 raise InputError(
                     f"{relative}: partition folder {part!r} is not percent-encoded UTF-8"
                 ) from None
+            pairs.append((key, None if value == NULL_PARTITION else value))
     return tuple(pairs)
 
 
@@ -380,14 +405,76 @@ def _check_unique_names(path: str, schema: pa.Schema) -> None:
         seen.add(name)
 
 
+# The footer key of the Arrow schema a writer stores beside the Parquet one, as Thrift's compact
+# protocol encodes it: its length (12), then its bytes.
+_ARROW_SCHEMA_KEY = b"\x0cARROW:schema"
+
+
+def _footer_bytes(handle: pa.NativeFile) -> bytes:
+    """The file's Thrift footer, as stored before its length and the closing magic."""
+    size = handle.size()
+    handle.seek(size - 8)
+    length = int.from_bytes(handle.read(4), "little")
+    handle.seek(size - 8 - length)
+    return handle.read(length)
+
+
+def _footer_without_arrow_schema(handle: pa.NativeFile) -> Optional[pq.FileMetaData]:
+    """The file's footer with the stored Arrow schema hidden (renamed in place, same length),
+    so pyarrow derives the types from the Parquet schema; None if there is none to hide."""
+    raw = _footer_bytes(handle)
+    at = raw.rfind(_ARROW_SCHEMA_KEY)
+    if at < 0:
+        return None
+    hidden = raw[: at + 1] + b"ARROW:hidden" + raw[at + len(_ARROW_SCHEMA_KEY) :]
+    blob = b"PAR1" + hidden + len(hidden).to_bytes(4, "little") + b"PAR1"
+    return pq.read_metadata(pa.BufferReader(blob))
+
+
+def _raise_newer_logical_types(handle: pa.NativeFile) -> None:
+    """A ColumnError naming the columns whose Parquet logical type pyarrow 10 cannot read."""
+    columns = footer.newer_logical_types(_footer_bytes(handle))
+    if columns:
+        name, logical = columns[0]
+        kind, remedy = footer.NEWER_LOGICAL_TYPES[logical]
+        raise ColumnError(
+            f"column {name!r} has the Parquet logical type {kind}, newer than pyarrow 10 (which "
+            f"this reader uses) reads; {remedy}"
+        )
+
+
+def open_parquet(handle: pa.NativeFile) -> pq.ParquetFile:
+    """A Parquet file's reader. Newer writers store Arrow types pyarrow 10 does not know in the
+    Arrow schema beside the Parquet one (string and binary views: pyarrow ≥ 16 and DataFusion,
+    so delta-rs); their columns are then read by their Parquet types (views as strings and
+    binaries: the same values)."""
+    try:
+        return pq.ParquetFile(handle)
+    except (pa.ArrowException, OSError) as e:  # pyarrow raises footer errors as OSError too
+        if "LogicalType that is not recognized" in str(e):
+            _raise_newer_logical_types(handle)
+        if "Unrecognized type" not in str(e):
+            raise
+        metadata = _footer_without_arrow_schema(handle)
+        if metadata is None:
+            raise
+        return pq.ParquetFile(handle, metadata=metadata)
+
+
 def _read_footer(filesystem: pafs.FileSystem, base: str, info: pafs.FileInfo) -> ParquetFileInfo:
     try:
         with filesystem.open_input_file(info.path) as handle:
-            metadata = pq.ParquetFile(handle).metadata
+            metadata = open_parquet(handle).metadata
             schema = metadata.schema.to_arrow_schema()
+    except ColumnError as e:
+        raise ColumnError(f"{info.path}: {e}") from None
     except (pa.ArrowException, OSError) as e:
         raise InputError(f"{info.path}: not a readable Parquet file ({e})") from None
     _check_unique_names(info.path, schema)
+    try:
+        stats = _footer_stats(metadata, schema)
+    except ColumnError as e:
+        raise ColumnError(f"{info.path}: {e}") from None
     relative = posixpath.relpath(info.path, base)
     return ParquetFileInfo(
         path=info.path,
@@ -400,7 +487,7 @@ def _read_footer(filesystem: pafs.FileSystem, base: str, info: pafs.FileInfo) ->
         schema=schema.remove_metadata(),
         size=info.size,
         mtime_ns=info.mtime_ns or 0,
-        column_stats=_footer_stats(metadata, schema),
+        column_stats=stats,
     )
 
 
@@ -494,37 +581,110 @@ def unify_schemas(files: Sequence[ParquetFileInfo], decimal_as: str = "float") -
     return pa.schema([field for field, _ in fields.values()])
 
 
-def _partition_schema(files: Sequence[ParquetFileInfo], types: Mapping[str, str]) -> list[pa.Field]:
-    keys: dict[str, list[str]] = {}
+def _partition_type(key: str, values: Sequence[Optional[str]], wanted) -> pa.DataType:
+    """A partition column's type: a table's own (an Arrow type), declared ('int' / 'string'),
+    or int64 when every non-null value is an integer written the way int64 writes it back."""
+    if isinstance(wanted, pa.DataType):
+        return wanted
+    if wanted not in (None, "int", "string"):
+        raise ValueError(f"partition type for {key!r} must be 'int' or 'string', not {wanted!r}")
+    present = [v for v in values if v is not None]
+    if wanted is None:
+        # Only values an int64 writes back the same: zip=02134 or id=007 stay text.
+        integers = all(_INTEGER.match(v) and str(int(v)) == v for v in present)
+        wanted = "int" if integers else "string"
+    if wanted == "int":
+        bad = next((v for v in present if not _INTEGER.match(v)), None)
+        if bad is not None:
+            raise InputError(
+                f"partition {key}={bad!r} is not an integer, but {key!r} was declared 'int'"
+            )
+    return pa.int64() if wanted == "int" else pa.string()
+
+
+def _partition_schema(
+    files: Sequence[ParquetFileInfo], types: Mapping[str, object], file_schema: pa.Schema
+) -> list[pa.Field]:
+    """The partition columns; one the files also hold keeps the files' type (`conform` checks
+    that its values agree with the folder's)."""
+    keys: dict[str, list[Optional[str]]] = {}
     for info in files:
         for key, value in info.partitions:
             keys.setdefault(key, []).append(value)
     fields = []
     for key, values in keys.items():
-        wanted = types.get(key)
-        if wanted not in (None, "int", "string"):
-            raise ValueError(
-                f"partition type for {key!r} must be 'int' or 'string', not {wanted!r}"
-            )
-        if wanted is None:
-            # Only values an int64 writes back the same: zip=02134 or id=007 stay text.
-            wanted = (
-                "int" if all(_INTEGER.match(v) and str(int(v)) == v for v in values) else "string"
-            )
-        if wanted == "int":
-            bad = next((v for v in values if not _INTEGER.match(v)), None)
-            if bad is not None:
-                raise InputError(
-                    f"partition {key}={bad!r} is not an integer, but {key!r} was declared 'int'"
-                )
-        fields.append(pa.field(key, pa.int64() if wanted == "int" else pa.string()))
+        if file_schema.get_field_index(key) >= 0:
+            fields.append(file_schema.field(key))
+        else:
+            fields.append(pa.field(key, _partition_type(key, values, types.get(key))))
     for info in files:
         present = [k for k, _ in info.partitions]
         if sorted(present) != sorted(keys):
             raise InputError(
                 f"{info.path}: partition folders {present} differ from the dataset's {sorted(keys)}"
             )
+    types_by_key = {f.name: f.type for f in fields}
+    for info in files:  # a folder value the column's type cannot hold fails now, not mid-run
+        for key, value in info.partitions:
+            partition_value(info, key, value, types_by_key[key])
     return fields
+
+
+def partition_value(
+    info: ParquetFileInfo, key: str, value: Optional[str], t: pa.DataType
+) -> pa.Array:
+    """A partition folder's text as a one-value array of the column's type (null for None)."""
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    try:
+        if value is None:
+            return pa.nulls(1, t)
+        if pa.types.is_decimal(t):
+            return pa.array([decimal.Decimal(value)], t)
+        if pa.types.is_date(t):  # pyarrow 10 casts text to timestamps, not to dates
+            return pa.array([value]).cast(pa.timestamp("s")).cast(t)
+        return pa.array([value]).cast(t)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, decimal.InvalidOperation):
+        raise ColumnError(
+            f"{info.path}: partition value {key}={value!r} is not a {t} (the column's type)"
+        ) from None
+
+
+def _table_files(
+    filesystem: pafs.FileSystem, base: str, snapshot: tables.Snapshot, patterns: Sequence[str]
+) -> list[pafs.FileInfo]:
+    """The snapshot's data files that match a pattern; each must exist."""
+    chosen = [
+        f.relative for f in snapshot.files if any(matches_pattern(f.relative, p) for p in patterns)
+    ]
+    infos = filesystem.get_file_info([posixpath.join(base, r) for r in chosen])
+    missing = next((i.path for i in infos if i.type != pafs.FileType.File), None)
+    if missing is not None:
+        raise InputError(
+            f"{missing}: listed by the {snapshot.format} table (version {snapshot.version}) "
+            "but missing"
+        )
+    return sorted(infos, key=lambda i: i.path)
+
+
+def _read_files(
+    input_base: str, patterns: Sequence[str], table_version: Optional[int]
+) -> tuple[pafs.FileSystem, str, list[ParquetFileInfo], Optional[tables.Snapshot]]:
+    """The data files' footers: a table's snapshot's files, or the folder's Parquet files."""
+    filesystem, base = resolve_filesystem(input_base)
+    snapshot = tables.read_snapshot(filesystem, base, table_version)
+    if snapshot is None:
+        infos = list_files(filesystem, base, patterns)
+    else:
+        infos = _table_files(filesystem, base, snapshot, patterns)
+    if not infos:
+        raise InputError(f"no Parquet files under {input_base} match {list(patterns)}")
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        files = list(pool.map(lambda i: _read_footer(filesystem, base, i), infos))
+    if snapshot is not None:  # partition values as the table records them, not its folder names
+        recorded = {f.relative: f.partitions for f in snapshot.files}
+        files = [dataclasses.replace(f, partitions=recorded[f.relative]) for f in files]
+    return filesystem, base, files, snapshot
 
 
 def open_dataset(
@@ -536,14 +696,17 @@ def open_dataset(
     partition_filter: Optional[Mapping[str, Sequence[str]]] = None,
     partition_types: Optional[Mapping[str, str]] = None,
     decimal_as: str = "float",
+    table_version: Optional[int] = None,
 ) -> Dataset:
-    """List, read footers (in parallel) and unify the schema of a partitioned Parquet dataset."""
-    filesystem, base = resolve_filesystem(input_base)
-    infos = list_files(filesystem, base, patterns)
-    if not infos:
-        raise InputError(f"no Parquet files under {input_base} match {list(patterns)}")
-    with concurrent.futures.ThreadPoolExecutor(16) as pool:
-        files = list(pool.map(lambda i: _read_footer(filesystem, base, i), infos))
+    """List, read footers (in parallel) and unify the schema of a partitioned Parquet dataset,
+    or of a Delta Lake / Iceberg table's snapshot (its current one, or `table_version`)."""
+    filesystem, base, files, snapshot = _read_files(input_base, patterns, table_version)
+    types: Mapping[str, object] = dict(partition_types or {})
+    excluded = set(exclude_columns)
+    if snapshot is not None:
+        types = {**types, **snapshot.partition_types}
+        # Columns of the files that are not the snapshot's (dropped from the table) are not read.
+        excluded |= {n for f in files for n in f.schema.names if n not in snapshot.columns}
     if partition_filter:
         files = [
             f
@@ -556,7 +719,6 @@ def open_dataset(
             raise InputError(
                 f"no files under {input_base} pass the partition filter {dict(partition_filter)}"
             )
-    excluded = set(exclude_columns)
     if columns is not None:
         excluded |= {name for f in files for name in f.schema.names if name not in set(columns)}
     files = [
@@ -565,17 +727,13 @@ def open_dataset(
     ]
     file_schema = unify_schemas(files, decimal_as)
     partition_fields = [
-        p for p in _partition_schema(files, partition_types or {}) if p.name not in excluded
+        p for p in _partition_schema(files, types, file_schema) if p.name not in excluded
     ]
-    for field in partition_fields:
-        if field.name in file_schema.names:
-            owner = next(f for f in files if field.name in f.schema.names)
-            raise ColumnError(
-                f"{owner.path}: column {field.name!r} is also a partition key in the "
-                "folder names; rename the column or the partition folders "
-                f"(exclude_columns=[{field.name!r}] drops both)"
-            )
-    schema = pa.schema(list(file_schema) + partition_fields)
+    # A partition column the files also hold (Polars, DuckDB's WRITE_PARTITION_COLUMNS) stays
+    # where the files have it.
+    schema = pa.schema(
+        list(file_schema) + [p for p in partition_fields if p.name not in file_schema.names]
+    )
     if columns is not None:
         missing = [c for c in columns if c not in schema.names]
         if missing:
@@ -589,6 +747,25 @@ def open_dataset(
     )
 
 
+def _check_partition_column(
+    column: pa.Array, info: ParquetFileInfo, key: str, value: Optional[str], t: pa.DataType
+) -> None:
+    """A partition column a file also holds must hold its folder's value in every row."""
+    if pa.types.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    expected = partition_value(info, key, value, t)
+    if value is None:
+        differs = pc.is_valid(column)
+    else:
+        differs = pc.invert(pc.fill_null(pc.equal(column, expected[0]), False))
+    if pc.any(differs).as_py():
+        found = column.filter(differs)[0].as_py()
+        raise ColumnError(
+            f"{info.path}: column {key!r} holds {found!r} but the partition folder says "
+            f"{key}={value!r}; the file and its folder must agree"
+        )
+
+
 def conform(batch: pa.RecordBatch, dataset: Dataset, info: ParquetFileInfo) -> pa.RecordBatch:
     """A file's batch with the dataset's columns: missing ones as nulls, partitions appended."""
     n = batch.num_rows
@@ -596,14 +773,16 @@ def conform(batch: pa.RecordBatch, dataset: Dataset, info: ParquetFileInfo) -> p
     names = set(batch.schema.names)  # once: Schema.names builds a new list on every access
     arrays = []
     for field in dataset.schema:
-        if field.name in dataset.partition_columns:
-            value = partitions[field.name]
-            scalar = pa.array(
-                [int(value) if pa.types.is_integer(field.type) else value], field.type
-            )
-            arrays.append(scalar.take(pa.array(np.zeros(n, dtype=np.int32))))
-        elif field.name in names:
-            arrays.append(batch.column(batch.schema.get_field_index(field.name)))
+        if field.name in names:
+            column = batch.column(batch.schema.get_field_index(field.name))
+            if field.name in partitions:
+                _check_partition_column(
+                    column, info, field.name, partitions[field.name], field.type
+                )
+            arrays.append(column)
+        elif field.name in partitions:
+            value = partition_value(info, field.name, partitions[field.name], field.type)
+            arrays.append(value.take(pa.array(np.zeros(n, dtype=np.int32))))
         else:
             arrays.append(pa.nulls(n, field.type))
     return pa.RecordBatch.from_arrays(
@@ -641,7 +820,7 @@ def read_batches(
     columns = [name for name in info.schema.names if name in wanted]
     try:
         with dataset.filesystem.open_input_file(info.path) as handle:
-            reader = pq.ParquetFile(handle)
+            reader = open_parquet(handle)
             if string_dictionaries and row_groups:
                 dictionaries = _dictionary_columns(reader.metadata, row_groups[0], columns)
                 reader = pq.ParquetFile(
@@ -655,4 +834,20 @@ def read_batches(
             ):
                 yield conform(batch, dataset, info)
     except (pa.ArrowException, OSError) as e:
-        raise InputError(f"{info.path}: reading failed ({e})") from None
+        column = _failing_column(dataset, info, row_groups, columns)
+        where = "" if column is None else f" column {column!r}:"
+        raise InputError(f"{info.path}:{where} reading failed ({e})") from None
+
+
+def _failing_column(
+    dataset: Dataset, info: ParquetFileInfo, row_groups: Sequence[int], columns: Sequence[str]
+) -> Optional[str]:
+    """After a failed read: the first column that fails alone (None if none does, e.g. the file
+    itself is damaged), so the error names it."""
+    for name in columns:
+        try:
+            with dataset.filesystem.open_input_file(info.path) as handle:
+                open_parquet(handle).read_row_groups(list(row_groups), columns=[name])
+        except (pa.ArrowException, OSError):
+            return name
+    return None
