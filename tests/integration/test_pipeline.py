@@ -1,8 +1,10 @@
 """The whole pipeline with TFX's BeamDagRunner and SQLite ML Metadata, stock components included:
 StatisticsGen + ExampleValidator, Transform (the schema-driven preprocessing_fn; the Transform graph
-is applied in the input_fn and in the serving signature) and Evaluator."""
+is applied in the input_fn and in the serving signature) and Evaluator; the run's summary (the
+demo's learned AUC beside its ceiling, the Evaluator's metrics and blessing)."""
 
 import glob
+import json
 import os
 
 import pytest
@@ -15,13 +17,14 @@ from tfx_tabular.demo import criteo
 from tfx_tabular.pipelines import create_pipeline
 from tfx_tabular.pipelines.pipeline import local_metadata_path
 from tfx_tabular.pipelines.run_report import collect_run_report, format_run_report
+from tfx_tabular.schemas import load_schema
 
 pytestmark = pytest.mark.slow
 
 
 def test_full_pipeline_with_stock_components(tmp_path):
     data = str(tmp_path / "data")
-    criteo.write_dataset(data, 1500, days=3, files_per_day=1, row_group_size=500)
+    criteo.write_dataset(data, 3000, days=3, files_per_day=1, row_group_size=500)
     root = str(tmp_path / "root")
     BeamDagRunner().run(
         create_pipeline(
@@ -31,8 +34,7 @@ def test_full_pipeline_with_stock_components(tmp_path):
             metadata_path=local_metadata_path(root),
             split_by_partition="day",
             batch_size=64,
-            epochs=1,
-            eval_steps=3,
+            epochs=2,  # 62 steps: the demo's label is learned well above chance
             with_example_statistics=True,
             with_transform=True,
             with_evaluator=True,
@@ -66,9 +68,25 @@ def test_full_pipeline_with_stock_components(tmp_path):
 
     report = collect_run_report(local_metadata_path(root))
     summary = "\n".join(format_run_report(report, "full"))
-    assert report["examples"]["rows"] == {"eval": 500, "train": 1000}
+    assert json.loads(json.dumps(report)) == report  # `run --json` prints it
+    assert report["examples"]["rows"] == {"eval": 1000, "train": 2000}
     assert report["training"]["tensorboard"].startswith("tensorboard --logdir ")
-    assert "Split-train: 1,000 rows" in summary and "Split-eval: 500 rows" in summary
+    assert "Split-train: 2,000 rows" in summary and "Split-eval: 1,000 rows" in summary
+    # The model learned the demo's label: clearly above chance, below the known function's AUC.
+    demo = report["demo"]
+    assert demo["learned_auc"] == report["training"]["eval"]["auc"] > 0.6, demo
+    assert 0.75 < demo["ceiling_auc"] < 0.88 and demo["rows"] == 1000, demo
+    assert (
+        f"learned AUC {demo['learned_auc']:.4f} vs ceiling {demo['ceiling_auc']:.4f} (chance 0.5)"
+        in summary
+    )
+    evaluator = report["evaluator"]
+    assert evaluator["uri"] == evaluation.uri and evaluator["metrics"]["example_count"] == 1000
+    assert evaluator["metrics"]["auc"] > 0.6 and "binary_accuracy" in evaluator["metrics"]
+    assert evaluator["blessed"] is True  # its AUC is at least chance's, the threshold
+    assert os.path.exists(os.path.join(evaluator["blessing_uri"], "BLESSED"))
+    assert f"Evaluator auc {evaluator['metrics']['auc']:.4f}" in summary
+    assert f"  blessed  {evaluator['blessing_uri']}" in summary
     assert "waiting on input:" in summary
     lineage = next(line for line in summary.splitlines() if line.startswith("Lineage"))
     assert (
@@ -78,7 +96,10 @@ def test_full_pipeline_with_stock_components(tmp_path):
     )
 
 
-def test_a_string_label_trains_multiclass_and_the_evaluator_follows_the_task(tmp_path):
+def test_a_string_label_trains_multiclass_by_default_and_the_evaluator_follows_the_task(tmp_path):
+    """The classes come from the example statistics ParquetExampleGen computes while converting,
+    with no option: ParquetSchemaGen builds the schema, the label's string domain included, from
+    them."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -97,7 +118,6 @@ def test_a_string_label_trains_multiclass_and_the_evaluator_follows_the_task(tmp
             str(tmp_path / "data"),
             label="color",
             metadata_path=local_metadata_path(root),
-            sample_statistics=True,  # the classes come from the statistics' string domain
             batch_size=32,
             epochs=12,  # ~200 steps at the default learning rate
             with_evaluator=True,
@@ -109,6 +129,9 @@ def test_a_string_label_trains_multiclass_and_the_evaluator_follows_the_task(tmp
     ) as m:
         [model] = m.store.get_artifacts_by_type("Model")
         [evaluation] = m.store.get_artifacts_by_type("ModelEvaluation")
+        [schema] = m.store.get_artifacts_by_type("Schema")
+        [statistics] = m.store.get_artifacts_by_type("ExampleStatistics")
+        assert not m.store.get_artifacts_by_type("ExampleAnomalies")  # validation not asked for
     serving = tf.saved_model.load(os.path.join(model.uri, "Format-Serving"))
     example = tf.train.Example()
     example.features.feature["x"].float_list.value.append(2.0)
@@ -125,8 +148,17 @@ def test_a_string_label_trains_multiclass_and_the_evaluator_follows_the_task(tmp
     )
     assert accuracy > 0.6  # string labels were mapped to the classes the model scores
 
+    report = collect_run_report(local_metadata_path(root))
+    assert report["evaluator"]["metrics"]["sparse_categorical_accuracy"] == accuracy
+    assert report["evaluator"]["blessed"] is None and report["demo"] is None
+    summary = format_run_report(report, "multiclass")
+    assert "  not validated: the Evaluator has no thresholds for this task" in summary
+    [color] = [f for f in load_schema(schema.uri).feature if f.name == "color"]
+    assert list(color.string_domain.value) == ["blue", "green", "red"]
+    assert statistics.uri.startswith(os.path.join(root, "ParquetExampleGen", "statistics"))
 
-def test_with_statistics_reads_ours_and_stock_statistics_gen_stays_an_option(tmp_path):
+
+def test_example_statistics_build_the_schema_by_default_and_validate_when_asked(tmp_path):
     def built(with_statistics):
         pipeline = create_pipeline(
             "p",
@@ -142,9 +174,19 @@ def test_with_statistics_reads_ours_and_stock_statistics_gen_stays_an_option(tmp
     validator_input = ours["ExampleValidator"].inputs["statistics"]
     assert validator_input.producer_component_id == "ParquetExampleGen"
     assert ours["ParquetSchemaGen"].inputs["statistics"] is validator_input
+    # Unset: ours still build the schema (a string label's classes come from them), unvalidated.
+    default = built(None)
+    assert "ExampleValidator" not in default and "StatisticsGen" not in default
+    schema_input = default["ParquetSchemaGen"].inputs["statistics"]
+    assert schema_input.producer_component_id == "ParquetExampleGen"
+    assert default["ParquetExampleGen"].exec_properties["compute_example_statistics"] == 1
     stock = built("stock")
-    assert stock["ExampleValidator"].inputs["statistics"].producer_component_id == "StatisticsGen"
+    stock_statistics = stock["ExampleValidator"].inputs["statistics"]
+    assert stock_statistics.producer_component_id == "StatisticsGen"
+    assert stock["ParquetSchemaGen"].inputs["statistics"] is stock_statistics
     assert "statistics" not in stock["ParquetExampleGen"].outputs  # nobody would read them
-    assert "ExampleValidator" not in built(False)
+    off = built(False)
+    assert "ExampleValidator" not in off and "statistics" not in off["ParquetSchemaGen"].inputs
+    assert "statistics" not in off["ParquetExampleGen"].outputs
     with pytest.raises(ValueError, match="with_example_statistics must be"):
         built("both")

@@ -182,3 +182,50 @@ def test_curated_overlay_wins_and_unknown_features_fail(converted):
     wrong_type.feature.add(name="s", type=schema_pb2.INT)
     with pytest.raises(SchemaError, match="'s'"):
         overlay(schema, wrong_type)
+
+
+@pytest.fixture(scope="module")
+def string_label_conversion(tmp_path_factory):
+    """A 3-class string label `plan` and a 40-value string column `city`, converted with the
+    example statistics of both splits: (examples folder, statistics folder)."""
+    root = tmp_path_factory.mktemp("string_label")
+    rng = np.random.default_rng(3)
+    plans = np.array(["basic", "family", "pro"])[rng.integers(0, 3, 300)]
+    cities = np.char.mod("city-%02d", rng.integers(0, 40, 300)).astype(object)
+    (root / "data").mkdir()
+    table = pa.table({"x": rng.normal(size=300), "plan": plans, "city": cities})
+    pq.write_table(table, str(root / "data" / "part.parquet"))
+    dataset, splits = plan.plan_conversion(str(root / "data"))
+    examples, statistics = str(root / "examples"), str(root / "statistics")
+    convert.convert(
+        dataset, examples, splits, beam_pipeline_args=IN_MEMORY_BEAM, statistics_dir=statistics
+    )
+    return examples, statistics
+
+
+def test_a_string_labels_classes_come_from_the_example_statistics(string_label_conversion):
+    from tfx_tabular.schemas.source import schema_of
+    from tfx_tabular.training.task import MULTICLASS, task_of
+
+    examples, statistics = string_label_conversion
+    schema = schema_of(examples, label="plan", example_statistics=statistics).schema
+    label = next(f for f in schema.feature if f.name == "plan")
+    assert list(label.string_domain.value) == ["basic", "family", "pro"]
+    task = task_of(schema, "plan")
+    assert (task.kind, task.vocabulary) == (MULTICLASS, ("basic", "family", "pro"))
+    # More values than the vocabulary may hold: no domain, rather than a partial one.
+    capped = schema_of(examples, label="city", example_statistics=statistics, max_vocabulary=39)
+    assert not next(f for f in capped.schema.feature if f.name == "city").HasField("string_domain")
+
+
+def test_a_string_label_without_statistics_fails_naming_what_to_add(string_label_conversion):
+    from tfx_tabular.schemas.source import schema_of
+    from tfx_tabular.training.task import TaskError, task_of
+
+    examples, _ = string_label_conversion
+    footers_only = schema_of(examples, label="plan").schema
+    with pytest.raises(TaskError) as failure:
+        task_of(footers_only, "plan")
+    message = str(failure.value)
+    assert "\n" not in message and message.startswith("label 'plan' is a string")
+    assert "with_example_statistics=False" in message and "--curated-schema" in message

@@ -10,7 +10,9 @@ from typing import Any, Optional, Sequence, Union
 
 DEFAULT_PREPROCESSING_FN = "tfx_tabular.pipelines.preprocessing.preprocessing_fn"
 # with_example_statistics: "ours" (True) reads ParquetExampleGen's example statistics, computed
-# while converting; "stock" adds stock StatisticsGen, a second pass over the Examples.
+# while converting; "stock" adds stock StatisticsGen, a second pass over the Examples. Either adds
+# stock ExampleValidator. Unset (None), ours are still computed and ParquetSchemaGen builds the
+# schema from them (a string label's classes come from there); False turns them off.
 EXAMPLE_STATISTICS_SOURCES = ("ours", "stock")
 # Old keyword → new: still accepted, with a DeprecationWarning, for one release.
 RENAMED_PARAMETERS = {
@@ -23,6 +25,9 @@ EVALUATOR_METRICS = {
     "multiclass": ("ExampleCount", "SparseCategoricalAccuracy", "MultiClassConfusionMatrixPlot"),
     "regression": ("ExampleCount", "MeanSquaredError", "MeanAbsoluteError"),
 }
+# The Evaluator blesses a binary model whose AUC is at least chance's; the other tasks have no
+# task-independent bar (chance accuracy depends on the classes), so their models are not validated.
+EVALUATOR_THRESHOLDS = {"binary": {"AUC": 0.5}}
 
 
 def evaluator_task(
@@ -84,8 +89,11 @@ class PipelineConfig:
 
     @property
     def example_statistics_source(self) -> Optional[str]:
-        """Where the example statistics come from: "ours", "stock" or None (none)."""
+        """Where the example statistics come from: "ours", "stock" or None (none). Unset, ours
+        (for the schema, unless sample statistics replace them)."""
         source = self.with_example_statistics
+        if source is None:
+            return None if self.sample_statistics else "ours"
         source = "ours" if source is True else source or None
         if source is not None and source not in EXAMPLE_STATISTICS_SOURCES:
             raise ValueError(
@@ -93,6 +101,11 @@ class PipelineConfig:
                 f"{EXAMPLE_STATISTICS_SOURCES}, not {self.with_example_statistics!r}"
             )
         return source
+
+    @property
+    def validates_examples(self) -> bool:
+        """Stock ExampleValidator runs only when example statistics were asked for."""
+        return self.with_example_statistics not in (None, False)
 
 
 def create_pipeline(
@@ -127,10 +140,13 @@ def create_pipeline(
     `VertexTraining`) makes the Trainer task launch a Vertex AI custom training job. Parameters
     left None take the components' defaults (their `spec.py`). `task` (binary, multiclass,
     regression; default: the one the label implies) sets the Trainer's head and the Evaluator's
-    metrics. `with_example_statistics` ("ours" or True, "stock") adds example statistics and
-    stock ExampleValidator: "ours" has ParquetExampleGen compute them while converting and
-    ParquetSchemaGen build a schema that holds on every split from them (unless
-    `sample_statistics` asks for TFDV over a sample instead); "stock" runs stock StatisticsGen.
+    metrics (a binary model is blessed when its AUC is at least 0.5). ParquetExampleGen computes
+    example statistics while converting, and ParquetSchemaGen builds a schema that holds on every
+    split from them, a string label's classes included (unless `sample_statistics` asks for TFDV
+    over a sample instead). `with_example_statistics` ("ours" or True, "stock") adds stock
+    ExampleValidator on them; "stock" has stock StatisticsGen compute them instead, a second
+    pass; False computes none (the schema is then the footers', and a string label needs
+    `sample_statistics` or its classes in `curated_schema`).
     `with_statistics` and `schema_statistics`, the old spellings of `with_example_statistics` and
     `sample_statistics`, still work for one release, with a DeprecationWarning."""
     options = dict(locals())  # the keyword options, as given: first, before any other name
@@ -173,8 +189,9 @@ def build_pipeline(config: PipelineConfig):
 
 
 def _data_components(config: PipelineConfig) -> list:
-    """ParquetExampleGen, ParquetSchemaGen and, with example statistics, stock StatisticsGen
-    ("stock") and ExampleValidator."""
+    """ParquetExampleGen, ParquetSchemaGen (its schema built from the example statistics, unless
+    sample statistics replace them) and, as asked, stock StatisticsGen ("stock") and
+    ExampleValidator."""
     from tfx import v1 as tfx
 
     from tfx_tabular.components import ParquetExampleGen, ParquetSchemaGen
@@ -186,21 +203,21 @@ def _data_components(config: PipelineConfig) -> list:
         eval_last_partitions=config.eval_last_partitions,
         compute_example_statistics=source == "ours",  # nobody reads them otherwise
     )
-    ours = example_gen.outputs["statistics"] if source == "ours" else None
-    schema_gen = ParquetSchemaGen(
-        examples=example_gen.outputs["examples"],
-        statistics=None if config.sample_statistics else ours,
-        label=config.label,
-        curated_schema=config.curated_schema,
-        sample_statistics=config.sample_statistics,
-    )
-    components = [example_gen, schema_gen]
-    statistics = ours
+    components = [example_gen]
+    statistics = example_gen.outputs["statistics"] if source == "ours" else None
     if source == "stock":
         stock = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
         components.append(stock)
         statistics = stock.outputs["statistics"]
-    if statistics is not None:
+    schema_gen = ParquetSchemaGen(
+        examples=example_gen.outputs["examples"],
+        statistics=None if config.sample_statistics else statistics,
+        label=config.label,
+        curated_schema=config.curated_schema,
+        sample_statistics=config.sample_statistics,
+    )
+    components.insert(1, schema_gen)
+    if statistics is not None and config.validates_examples:
         components.append(
             tfx.components.ExampleValidator(
                 statistics=statistics, schema=schema_gen.outputs["schema"]
@@ -242,6 +259,19 @@ def _trainer(config: PipelineConfig, example_gen, schema_gen, transform):
     )
 
 
+def _metric(name: str, task: str):
+    """A TFMA metric, with its lower bound where `EVALUATOR_THRESHOLDS` sets one."""
+    import tensorflow_model_analysis as tfma
+
+    bound = EVALUATOR_THRESHOLDS.get(task, {}).get(name)
+    if bound is None:
+        return tfma.MetricConfig(class_name=name)
+    threshold = tfma.GenericValueThreshold(lower_bound={"value": bound})
+    return tfma.MetricConfig(
+        class_name=name, threshold=tfma.MetricThreshold(value_threshold=threshold)
+    )
+
+
 def _evaluator(config: PipelineConfig, example_gen, trainer):
     """Stock Evaluator with the metrics of the task (`evaluator_task`)."""
     import tensorflow_model_analysis as tfma
@@ -252,9 +282,7 @@ def _evaluator(config: PipelineConfig, example_gen, trainer):
         model_specs=[tfma.ModelSpec(label_key=config.label, signature_name="serving_default")],
         slicing_specs=[tfma.SlicingSpec()],
         metrics_specs=[
-            tfma.MetricsSpec(
-                metrics=[tfma.MetricConfig(class_name=name) for name in EVALUATOR_METRICS[task]]
-            )
+            tfma.MetricsSpec(metrics=[_metric(name, task) for name in EVALUATOR_METRICS[task]])
         ],
     )
     return tfx.components.Evaluator(

@@ -3,8 +3,9 @@ it: the model's head, the loss, the metrics, the label's encoding and the servin
 
 From the schema's label feature, with no data pass:
 * binary: a bool label, or integers with the domain 0..1 (footer min/max);
-* multiclass: a string label (classes from its `string_domain`: partition values, statistics or
-  a curated schema), or integers with a domain inside [0, MAX_INT_CLASSES);
+* multiclass: a string label (classes from its `string_domain`: partition values, the example
+  statistics ParquetSchemaGen builds the schema from, sample statistics or a curated schema), or
+  integers with a domain inside [0, MAX_INT_CLASSES);
 * regression: floats, or integers with a wider range (or no domain).
 An explicit `task` overrides the inference where the label allows it. TensorFlow is imported
 where it is used, so the CLI can read TASKS cheaply.
@@ -141,8 +142,11 @@ def _multiclass(feature: schema_pb2.Feature) -> Task:
         if len(vocabulary) < 2:
             raise TaskError(
                 f"label {feature.name!r} is a string with no known classes (its schema has no "
-                "string_domain): run ParquetSchemaGen with sample_statistics=True, or give the classes "
-                "in a curated schema"
+                "string_domain): build the schema from example statistics that list all its "
+                "values (create_pipeline's default, not with_example_statistics=False; "
+                "infer-schema --example-statistics DIR; at most max_vocabulary_size classes), "
+                "use sample_statistics=True, or list the classes in a curated schema "
+                "(--curated-schema)"
             )
         return Task(MULTICLASS, len(vocabulary), vocabulary)
     classes = _int_classes(feature)
