@@ -62,22 +62,34 @@ RUN set -- --no-dev --no-editable; \
 
 COPY --from=beam_sdk /opt/apache/beam /opt/apache/beam
 
+# The numba cache folder: numba uses a cache folder only if it can write there, so it belongs
+# to the tasks' user, and group 0 may write too (platforms that run images under another uid put
+# it in group 0).
 RUN useradd --no-log-init --uid 1000 --user-group --create-home --home-dir /home/tfx \
-        --shell /bin/bash tfx
+        --shell /bin/bash tfx \
+    && install -d -o 1000 -g 0 -m 2775 /opt/tfx-tabular/numba-cache
 
 # TF_USE_LEGACY_KERAS: TFX 1.16, TFT and TFMA are Keras 2 code, so `tf.keras` must be Keras 2
 # in every process of every task, user modules included.
 # RUN_PYTHON_SDK_IN_DEFAULT_ENVIRONMENT: without it Beam's boot creates a new virtualenv from the
 # base interpreter for each worker, which would not see this venv's packages (and /opt is not
 # writable by the non-root user).
+# NUMBA_*: the conversion's kernels, compiled below into this cache for a portable CPU target
+# (x86-64-v2: tfx_tabular.statistics.precompile.PORTABLE_TARGET, which a test keeps equal). numba
+# keys cached code by CPU name and features, so every task must run with these same values to
+# load the kernels instead of compiling them again.
 ENV PATH=/opt/tfx-tabular/.venv/bin:$PATH \
     VIRTUAL_ENV=/opt/tfx-tabular/.venv \
     TF_USE_LEGACY_KERAS=1 \
     RUN_PYTHON_SDK_IN_DEFAULT_ENVIRONMENT=1 \
     HOME=/home/tfx \
-    NUMBA_CACHE_DIR=/tmp/numba-cache
+    NUMBA_CACHE_DIR=/opt/tfx-tabular/numba-cache \
+    NUMBA_CPU_NAME=generic \
+    NUMBA_CPU_FEATURES=+64bit,+cmov,+cx8,+fxsr,+mmx,+sse,+sse2,+sse3,+ssse3,+sse4.1,+sse4.2,+crc32,+popcnt,+cx16,+sahf
 
 USER 1000:1000
+# Compiled once here, as the tasks' user, so no task compiles them (umask: group 0 may add to it).
+RUN umask 0002 && python -m tfx_tabular.statistics.precompile
 # A writable working directory for the non-root user (the venv under /opt stays root-owned).
 WORKDIR /home/tfx
 

@@ -45,4 +45,9 @@ echo "setup: syncing $VENV from uv.lock with $PY"
 # --compile-bytecode: with PYTHONDONTWRITEBYTECODE set (as here and in the image) nothing would
 # ever write .pyc files, and every process (Beam workers, tests) would recompile its imports.
 UV_LINK_MODE=copy "$UV_DIR/bin/uv" sync --frozen --compile-bytecode --python "$PY" "$@"
+if [ $# -eq 0 ]; then
+  # `make setup`, the dev environment: compile the conversion's numba kernels now rather than in
+  # the first conversion. (The Dockerfile runs the same command itself, for a portable target.)
+  "$VENV/bin/python" -m tfx_tabular.statistics.precompile
+fi
 echo "$want" > "$STAMP"

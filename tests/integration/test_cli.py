@@ -1,6 +1,8 @@
 """The command line as a person and a script use it: flags anywhere, --version, exit codes, short
 errors, --json documents, a live bar on a terminal and plain lines in a pipe, light commands."""
 
+import datetime
+import decimal
 import json
 import os
 import pty
@@ -9,6 +11,8 @@ import subprocess
 import sys
 import time
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from tfx_tabular.demo import criteo
@@ -39,6 +43,10 @@ def test_version_names_the_stack():
     result = cli("--version")
     assert result.returncode == 0
     assert result.stdout.startswith("tfx-tabular 0.1.0 (TFX 1.16.0, TensorFlow 2.16.2, Apache Beam")
+    after = cli("convert", "--version")  # after a subcommand, whatever else it lacks
+    assert after.returncode == 0 and after.stdout == result.stdout
+    document = json.loads(cli("head", "--version", "--json").stdout)
+    assert document["version"] == "0.1.0" and document["dependencies"]["tfx"] == "1.16.0"
 
 
 @pytest.mark.parametrize("where", ["before", "after"])
@@ -211,6 +219,63 @@ def test_head_shows_examples_and_parquet_rows(data, examples):
     parquet = cli("head", data, "-n", "3")
     assert "first 3 Parquet rows" in " ".join(parquet.stdout.split())
     assert "│ day " in parquet.stdout and "2024-01-01" in parquet.stdout  # the partition column
+
+
+@pytest.fixture(scope="module")
+def odd_values(tmp_path_factory) -> str:
+    """Values a terminal renderer or JSON could get wrong: markup, emoji codes, control
+    characters, nulls, lists, nanosecond timestamps, decimals, bytes that are not UTF-8, NaN."""
+    folder = tmp_path_factory.mktemp("cli") / "odd"
+    folder.mkdir()
+    table = pa.table(
+        {
+            "plan": ["[pickup]", "[bold]x[/bold]", None],
+            "note": [":thumbs_up:", "a\nb", "tab\there"],
+            "tags": pa.array([[1, 2], [], None], pa.list_(pa.int64())),
+            "at": pa.array([1_700_000_000_123_456_789, None, 0], pa.timestamp("ns", tz="UTC")),
+            "day": pa.array([datetime.date(2024, 1, 31)] * 3),
+            "price": pa.array([decimal.Decimal("1.10"), None, decimal.Decimal("-0.01")]),
+            "raw": pa.array([b"\xff\x00", b"ok", None], pa.binary()),
+            "score": [1.5, float("nan"), float("-inf")],
+            "wait": pa.array([90_000_001, None, -1], pa.duration("us")),
+        }
+    )
+    pq.write_table(table, folder / "part-0.parquet", version="2.6")
+    return str(folder)
+
+
+def test_head_prints_values_exactly(odd_values):
+    shown = cli("head", odd_values)
+    assert shown.returncode == 0, shown.stderr
+    rows = {line.split("│")[1].strip(): line for line in shown.stdout.splitlines() if "│" in line}
+    assert "[pickup]" in rows["plan"] and "[bold]x[/bold]" in rows["plan"]  # not read as markup
+    assert "∅" in rows["plan"] and "[1, 2]" in rows["tags"] and "[]" in rows["tags"]
+    assert ":thumbs_up:" in rows["note"] and "a\\nb" in rows["note"]  # no emoji, no line break
+    assert "2023-11-14 22:13:20.1234567" in rows["at"] and "\\xff\\x00" in rows["raw"]
+
+
+def test_head_json_gives_the_rows_losslessly(odd_values):
+    shown = cli("head", odd_values, "-n", "3", "--json")
+    assert shown.returncode == 0, shown.stderr
+    document = json.loads(shown.stdout)  # strict JSON: no bare NaN
+    assert document["rows"] == 3 and document["columns"][0] == "plan"
+    first, second, third = document["records"]
+    assert first == {
+        "plan": "[pickup]",
+        "note": ":thumbs_up:",
+        "tags": [1, 2],
+        "at": "2023-11-14T22:13:20.123456789+00:00",
+        "day": "2024-01-31",
+        "price": "1.10",
+        "raw": {"base64": "/wA="},
+        "score": 1.5,
+        "wait": "PT90.000001S",
+    }
+    assert second["plan"] == "[bold]x[/bold]" and second["note"] == "a\nb"
+    assert second["tags"] == [] and second["at"] is None and second["score"] == "NaN"
+    assert second["raw"] == "ok" and third["plan"] is None and third["tags"] is None
+    assert third["score"] == "-Infinity" and third["wait"] == "-PT0.000001S"
+    assert third["at"] == "1970-01-01T00:00:00+00:00"
 
 
 def test_convert_writes_example_statistics_and_show_statistics_renders_them(data, tmp_path):

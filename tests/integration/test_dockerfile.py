@@ -117,3 +117,43 @@ def test_dockerignore_excludes(path):
         if fnmatch.fnmatchcase(path, pattern.lstrip("!").strip("/")):
             excluded = not negate  # the last matching pattern wins, as in Docker
     assert excluded, f".dockerignore does not exclude {path}/"
+
+
+def _env_of_final_stage() -> dict:
+    """KEY=value pairs of the final stage's ENV instructions (values without spaces)."""
+    final = max(i for i, (k, _) in enumerate(instructions()) if k == "FROM")
+    env = {}
+    for keyword, arguments in instructions()[final:]:
+        if keyword == "ENV":
+            env.update(pair.split("=", 1) for pair in arguments.split())
+    return env
+
+
+def test_image_ships_the_kernels_compiled_for_a_portable_target():
+    """The precompile step runs after the package is installed, as the tasks' user, with the
+    final stage's NUMBA_* environment, which every task then has: the same cache folder (not
+    under /tmp, made writable for that user: numba skips a folder it cannot write) and the same
+    portable CPU target, which numba's cache is keyed by."""
+    from tfx_tabular.statistics.precompile import PORTABLE_TARGET
+
+    env = _env_of_final_stage()
+    assert {k: env.get(k) for k in PORTABLE_TARGET} == PORTABLE_TARGET
+    cache = env["NUMBA_CACHE_DIR"]
+    assert cache.startswith("/opt/tfx-tabular/")
+    steps = instructions()
+    [precompile] = [
+        i
+        for i, (k, a) in enumerate(steps)
+        if k == "RUN" and "python -m tfx_tabular.statistics.precompile" in a
+    ]
+    install = max(i for i, (k, a) in enumerate(steps) if k == "RUN" and "--no-editable" in a)
+    numba_env = max(i for i, (k, a) in enumerate(steps) if k == "ENV" and "NUMBA_" in a)
+    user = max(i for i, (k, _) in enumerate(steps) if k == "USER")
+    assert install < precompile and numba_env < precompile and user < precompile
+    assert steps[user][1] == "1000:1000"
+    assert any(
+        re.search(rf"install -d -o 1000 -g 0 -m 2775 {re.escape(cache)}(\s|$)", a)
+        for k, a in steps[:user]
+        if k == "RUN"
+    ), "the cache folder must exist, writable by the tasks' user, before the precompile step"
+    assert "umask 0002" in steps[precompile][1]

@@ -1,8 +1,10 @@
 """Faults in a real TFX run (BeamDagRunner, SQLite ML Metadata): ParquetExampleGen killed with
 SIGKILL mid-conversion, then rerun on the same store; then a third, cached run on that store.
-(The Trainer's SIGKILL-and-resume test is in test_training.py.)"""
+(The Trainer's SIGKILL-and-resume test is in test_training.py.) Then Ctrl-C and SIGTERM sent to
+real `tfx-tabular convert` and `run` processes at several points of a run."""
 
 import collections
+import contextlib
 import glob
 import os
 import pathlib
@@ -97,3 +99,177 @@ def test_example_gen_killed_mid_run_then_rerun_publishes_once_and_completely(tmp
     rows = live[0].custom_properties["row_counts"].struct_value
     assert sum(rows.values()) == ROWS
     assert not os.path.exists(os.path.join(live[0].uri, ".tfx-tabular-incomplete"))
+
+
+# --- Ctrl-C and SIGTERM: every command ends within seconds, nothing half-published -----------
+
+CLI = os.path.join(os.path.dirname(sys.executable), "tfx-tabular")
+EXIT_BOUND_SECONDS = 15  # generous: a few seconds on an idle machine
+SMALL_FILES, ROWS_PER_FILE = 300, 500
+
+
+@pytest.fixture(scope="module")
+def many_files(tmp_path_factory) -> str:
+    """150,000 rows in 300 files: planning reads 300 footers, long enough to be interrupted."""
+    root = str(tmp_path_factory.mktemp("many") / "data")
+    criteo.write_dataset(
+        root, SMALL_FILES * ROWS_PER_FILE, days=30, files_per_day=10, row_group_size=ROWS_PER_FILE
+    )
+    return root
+
+
+def _start(args, tmp_path, marker: str) -> subprocess.Popen:
+    """A command in its own session (so the test signals it alone), marked in its environment
+    so that any process it leaves behind can be found."""
+    return subprocess.Popen(
+        [CLI, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env=dict(os.environ, TFX_TABULAR_TEST_RUN=marker),
+        cwd=tmp_path,
+    )
+
+
+def _wait_for(proc: subprocess.Popen, condition, what: str, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"never {what}: " + proc.communicate()[1][-3000:])
+        time.sleep(0.005)
+
+
+def _interrupt(proc: subprocess.Popen, signum: int) -> tuple[int, str, float]:
+    start = time.monotonic()
+    proc.send_signal(signum)
+    try:
+        _, stderr = proc.communicate(timeout=EXIT_BOUND_SECONDS)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError("still running: " + proc.communicate()[1][-3000:]) from None
+    return proc.returncode, stderr, time.monotonic() - start
+
+
+def _left_behind(marker: str) -> list[str]:
+    """Processes still running with the command's environment marker (its workers)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                if f"TFX_TABULAR_TEST_RUN={marker}".encode() in handle.read().split(b"\0"):
+                    found.append(pid)
+    return found
+
+
+def _staged(out: str) -> list[str]:
+    return glob.glob(os.path.join(out, ".tfx-tabular-incomplete", "*", "*", "*"))
+
+
+def _published_rows(out: str) -> int:
+    files = sorted(glob.glob(os.path.join(out, "Split-*", "*")))
+    return int(tf.data.TFRecordDataset(files).reduce(0, lambda count, _: count + 1))
+
+
+def _assert_interrupted(proc, signum, marker, out):
+    """Exit 130 / 143 within the bound, one line; no worker left; no staging; and the output
+    folder holds nothing published or all of it."""
+    code, stderr, seconds = _interrupt(proc, signum)
+    assert code == 128 + signum, stderr[-3000:]
+    assert seconds < EXIT_BOUND_SECONDS
+    assert stderr.rstrip().endswith("tfx-tabular: interrupted"), stderr[-3000:]
+    assert _left_behind(marker) == []
+    left = [
+        os.path.join(folder, name) for folder, dirs, files in os.walk(out) for name in dirs + files
+    ]
+    assert left == [], left  # nothing published (no Split-*, no marker), no staging folder
+
+
+def test_sigterm_while_planning_ends_convert_with_nothing_written(many_files, tmp_path):
+    out = str(tmp_path / "out")
+    proc = _start(["convert", many_files, out], tmp_path, "planning")
+
+    def reading_footers() -> bool:
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{proc.pid}/fd"):
+                with contextlib.suppress(OSError):
+                    if os.readlink(f"/proc/{proc.pid}/fd/{fd}").startswith(many_files):
+                        return True
+        return False
+
+    _wait_for(proc, reading_footers, "read a footer")
+    assert not os.path.exists(out)  # planning: nothing written yet
+    code, stderr, seconds = _interrupt(proc, signal.SIGTERM)
+    assert code == 143 and seconds < EXIT_BOUND_SECONDS, stderr[-3000:]
+    assert stderr.rstrip().endswith("tfx-tabular: interrupted")
+    assert not os.path.exists(out)
+
+
+@pytest.mark.parametrize(
+    "signum, beam_args",
+    [
+        (signal.SIGINT, []),
+        # Beam's SDK workers as processes of their own: SIGTERM reaches the command alone.
+        (
+            signal.SIGTERM,
+            [
+                "--beam-arg=--direct_running_mode=multi_processing",
+                "--beam-arg=--direct_num_workers=2",
+            ],
+        ),
+    ],
+    ids=["sigint", "sigterm-worker-processes"],
+)
+def test_signal_mid_conversion_discards_it_and_a_rerun_succeeds(
+    many_files, tmp_path, signum, beam_args
+):
+    out = str(tmp_path / "out")
+    marker = f"converting-{signum}"
+    args = ["convert", many_files, out, "--example-statistics", out + "-s"]
+    slowly = ["--batch-size", "64"]  # small batches: seconds to interrupt the conversion in
+    proc = _start([*args, *slowly, *beam_args], tmp_path, marker)
+    _wait_for(proc, lambda: any(os.path.getsize(f) for f in _staged(out)), "wrote a shard")
+    _assert_interrupted(proc, signum, marker, out)
+    assert not glob.glob(os.path.join(out + "-s", "*"))
+
+    rerun = subprocess.run([CLI, *args], capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert _published_rows(out) == SMALL_FILES * ROWS_PER_FILE
+
+
+def test_sigint_at_publish_leaves_all_of_the_output_or_none(many_files, tmp_path):
+    """Signalled as the last shard finishes: statistics merge, claim, move. The claim and the
+    moves run to their end before the signal takes effect."""
+    out = str(tmp_path / "out")
+    args = ["convert", many_files, out, "--num-shards", "8", "--example-statistics", out + "-s"]
+    proc = _start(args, tmp_path, "publishing")
+    counted = os.path.join(out, ".tfx-tabular-incomplete", "*", "row_counts", "*.json")
+    _wait_for(proc, lambda: len(glob.glob(counted)) == 8, "finished the shards")
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=EXIT_BOUND_SECONDS)
+    assert proc.returncode in (0, 130), stderr[-3000:]  # 0: it had already finished
+    assert not os.path.exists(os.path.join(out, ".tfx-tabular-incomplete"))
+    if glob.glob(os.path.join(out, "Split-*")):
+        assert _published_rows(out) == SMALL_FILES * ROWS_PER_FILE
+        assert len(glob.glob(os.path.join(out + "-s", "Split-*", "FeatureStats.pb"))) == 2
+    else:
+        assert proc.returncode == 130 and not os.listdir(out)
+        rerun = subprocess.run([CLI, *args], capture_output=True, text=True, timeout=600)
+        assert rerun.returncode == 0, rerun.stderr[-3000:]
+
+
+def test_sigint_during_a_local_pipeline_run_ends_it(many_files, tmp_path):
+    """`run`: the interrupt reaches TFX's BeamDagRunner in the main thread while ParquetExampleGen
+    converts; the command still exits at once, and the conversion leaves no staging folder."""
+    root = str(tmp_path / "root")
+    args = ["run", "--data-root", many_files, "--pipeline-root", root, "--train-steps", "10"]
+    proc = _start([*args, "--no-cache"], tmp_path, "run")
+    staged = os.path.join(root, "**", ".tfx-tabular-incomplete", "*", "*", "*")
+    _wait_for(proc, lambda: glob.glob(staged, recursive=True), "started converting")
+    code, stderr, seconds = _interrupt(proc, signal.SIGINT)
+    assert code == 130 and seconds < EXIT_BOUND_SECONDS, stderr[-3000:]
+    assert stderr.rstrip().endswith("tfx-tabular: interrupted")
+    assert not glob.glob(os.path.join(root, "**", ".tfx-tabular-incomplete"), recursive=True)
+    assert not glob.glob(os.path.join(root, "**", "Split-*"), recursive=True)
+    assert _left_behind("run") == []

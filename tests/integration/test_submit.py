@@ -108,7 +108,7 @@ def test_vertex_without_caching_flags_keeps_the_compiled_settings(vertex_json):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--region=mars-north1"], "Vertex AI: Unsupported region for Vertex AI"),
+        (["--region=mars-north1"], "--region 'mars-north1' is not a Vertex AI region"),
         (["--region=us-central1", "--param=epoch=2"], "--param: 'epoch' is not a parameter"),
         (["--region=us-central1", "--param=epochs=two"], "'two' is not a NUMBER_INTEGER"),
         (["--region=us-central1", "--labels=Team=ml"], "--labels Team=ml: keys and values"),

@@ -1,6 +1,8 @@
 """tfx_tabular.cli.common: an error's exit code and hint come from its type, one KEY=VALUE parser,
 and the deprecated spellings of flags and commands (parsed as the new ones, with a note)."""
 
+import argparse
+import json
 import os
 import warnings
 
@@ -162,9 +164,12 @@ def test_real_errors_end_in_their_types_code_and_hint(two_types, tmp_path, monke
     schema = str(tmp_path / "s.pbtxt")
     assert _main(monkeypatch, ["infer-schema", two_types, "-o", schema, "--exclude", "a"]) == 0
     capsys.readouterr()
-    label = ["--exclude", "a", "--label", "nope"]
+    label = ["--exclude", "a", "--label", "Y"]
     assert _main(monkeypatch, ["infer-schema", two_types, "-o", schema, *label]) == 1
-    assert capsys.readouterr().err.splitlines()[-1] == f"hint: {common.LABEL}"
+    assert capsys.readouterr().err.splitlines() == [
+        f"tfx-tabular: error: --label 'Y' is not a column of {two_types}; did you mean 'y'?",
+        f"hint: --label takes a column of {two_types}: a, y",
+    ]
     assert _main(monkeypatch, ["infer-schema", two_types, "-o", schema]) == 1
     assert capsys.readouterr().err.splitlines()[-1] == f"hint: {common.EXCLUDE_COLUMN}"
     missing = str(tmp_path / "missing")
@@ -194,3 +199,101 @@ def test_malformed_key_values_are_usage_errors(
     assert _main(monkeypatch, ["convert", two_types, out, "--exclude", "a", *flags]) == 2
     assert capsys.readouterr().err.splitlines() == [f"tfx-tabular: error: {message}"]
     assert not os.path.exists(out)
+
+
+def _options(parser: argparse.ArgumentParser, command: str = "tfx-tabular"):
+    """(command, parser, action) of every option --help lists, over every subcommand."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _options(sub, name)
+        elif action.option_strings and action.help is not argparse.SUPPRESS:
+            yield command, parser, action
+
+
+def test_every_option_has_help_and_shows_its_default():
+    options = list(_options(build_parser()))
+    assert len(options) > 100  # every subcommand walked
+    for command, parser, action in options:
+        flag = f"{command} {action.option_strings[-1]}"
+        assert action.help, f"{flag} has no help text"
+        default = action.default
+        if default in (None, [], argparse.SUPPRESS) or isinstance(default, bool):
+            continue  # nothing worth showing: unset, an empty list, a switch
+        shown = parser._get_formatter()._expand_help(action)
+        assert f"(default: {default})" in shown, f"{flag}: {shown!r} does not show {default!r}"
+
+
+def test_the_defaults_flags_need_are_in_their_help(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "--epochs EPOCHS passes over the train split (default: 1)" in shown
+    assert "(default: 1024)" in shown and "(default: label)" in shown
+    assert "(default: None)" not in shown and "(default: False)" not in shown
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--quiet", "--json", "convert", "i", "o"],
+        ["convert", "i", "o", "--quiet", "--json"],
+        ["convert", "--json", "i", "-q", "o"],
+    ],
+)
+def test_global_flags_go_before_or_after_the_subcommand(argv):
+    args = build_parser().parse_args(argv)
+    assert args.quiet and args.json and not args.verbose
+    assert (args.input, args.output_dir) == ("i", "o")
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["convert", "--version"], ["head", "--version"]])
+def test_version_before_or_after_a_subcommand_is_not_a_usage_error(monkeypatch, capsys, argv):
+    assert _main(monkeypatch, argv) == 0  # `convert` lacks INPUT and OUTPUT_DIR: no matter
+    assert capsys.readouterr().out.startswith("tfx-tabular 0.1.0 (TFX 1.16.0, TensorFlow 2.16.2")
+
+
+@pytest.mark.parametrize("argv", [["--version", "--json"], ["show-schema", "--json", "--version"]])
+def test_version_with_json_is_a_json_document(monkeypatch, capsys, argv):
+    assert _main(monkeypatch, argv) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["package"] == "tfx-tabular" and document["version"] == "0.1.0"
+    assert document["python"].startswith("3.10.")
+    dependencies = document["dependencies"]
+    assert dependencies["tfx"] == "1.16.0" and dependencies["apache-beam"] == "2.61.0"
+    assert dependencies["pyarrow"].startswith("10.") and "tensorflow" in dependencies
+
+
+def test_a_commands_own_hint_wins_over_its_types(capsys):
+    error = UsageError("--region 'x' is not a Vertex AI region", hint="the regions: ...")
+    assert common.hint_for(error) == "the regions: ..."
+    assert common.report_error(error, verbose=False) == Exit.USAGE
+    assert capsys.readouterr().err.splitlines() == [
+        "tfx-tabular: error: --region 'x' is not a Vertex AI region",
+        "hint: the regions: ...",
+    ]
+    assert common.classify(PermissionError("f")) == Exit.DATA  # not writable: bad input
+
+
+def test_an_output_under_a_file_is_not_writable(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(common.BadInputError, match=r"^-o .*/file/out/s.pbtxt: .*/file is a file"):
+        common.check_writable(str(tmp_path / "file" / "out" / "s.pbtxt"), "-o")
+    common.check_writable(str(tmp_path / "new" / "folder"), "--pipeline-root")  # creatable
+    assert not (tmp_path / "new").exists()  # checking created nothing
+    common.check_writable("gs://bucket/root", "--pipeline-root")  # the write itself checks
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["head", "p", "-n", "0"], "argument -n: takes a whole number >= 1, not '0'"),
+        (["convert", "i", "o", "--num-shards", "x"], "takes a whole number >= 0, not 'x'"),
+        (["run", "--data-root", "d", "--pipeline-root", "r", "--epochs", "0"], ">= 1"),
+    ],
+)
+def test_counts_are_checked_as_usage(capsys, argv, words):
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(argv)
+    assert exit_.value.code == Exit.USAGE
+    assert words in capsys.readouterr().err

@@ -15,7 +15,10 @@ import sys
 import warnings
 from typing import Optional, Sequence
 
-from tfx_tabular.cli.common import PROG, Exit, print_deprecation_notes, report_error
+from tfx_tabular.cli import signals
+from tfx_tabular.cli.common import PROG, Exit, Parser, print_deprecation_notes, report_error
+
+VERSION_FLAG = "--version"
 
 
 def configure_logging(verbose: bool, quiet: bool) -> None:
@@ -34,24 +37,54 @@ def configure_logging(verbose: bool, quiet: bool) -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
-def _versions() -> str:
+def _version(name: str) -> str:
     from importlib import metadata
 
-    def version(name: str) -> str:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            return "not installed"
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
 
+
+def versions_document() -> dict:
+    """The package's version and each of its dependencies' (the installed ones), for --json."""
+    import platform
+    import re
+    from importlib import metadata
+
+    requirements = [r for r in metadata.requires(PROG) or () if "extra ==" not in r]
+    names = sorted({re.match(r"[A-Za-z0-9._-]+", r).group(0) for r in requirements})
+    return {
+        "package": PROG,
+        "version": _version(PROG),
+        "python": platform.python_version(),
+        "dependencies": {name: _version(name) for name in names},
+    }
+
+
+def _versions() -> str:
     return (
-        f"{PROG} {version('tfx-tabular')} (TFX {version('tfx')}, TensorFlow "
-        f"{version('tensorflow')}, Apache Beam {version('apache-beam')}, pyarrow "
-        f"{version('pyarrow')})"
+        f"{PROG} {_version(PROG)} (TFX {_version('tfx')}, TensorFlow "
+        f"{_version('tensorflow')}, Apache Beam {_version('apache-beam')}, pyarrow "
+        f"{_version('pyarrow')})"
     )
 
 
+def _print_versions(argv: Sequence[str]) -> bool:
+    """--version anywhere before `--` (before or after the subcommand, whatever else the command
+    line lacks): print the versions, as JSON with --json, and say so."""
+    flags = argv[: argv.index("--")] if "--" in argv else argv
+    if VERSION_FLAG not in flags:
+        return False
+    if "--json" in flags:
+        print(json.dumps(versions_document(), indent=1, sort_keys=True))
+    else:
+        print(_versions())
+    return True
+
+
 def global_flags(for_subcommand: bool) -> argparse.ArgumentParser:
-    """--verbose / --quiet / --json, accepted before or after the subcommand."""
+    """--verbose / --quiet / --json / --version, accepted before or after the subcommand."""
     default = argparse.SUPPRESS if for_subcommand else False
     flags = argparse.ArgumentParser(add_help=False)
     group = flags.add_mutually_exclusive_group()
@@ -75,20 +108,26 @@ def global_flags(for_subcommand: bool) -> argparse.ArgumentParser:
         default=default,
         help="one JSON document on stdout (logs and progress on stderr)",
     )
+    flags.add_argument(
+        VERSION_FLAG,
+        action="store_true",
+        default=default,
+        help="print the versions of the package and its stack, and exit (with --json: of every "
+        "dependency, as JSON)",
+    )
     return flags
 
 
 def build_parser() -> argparse.ArgumentParser:
     from tfx_tabular.cli import data, pipelines
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog=PROG,
         parents=[global_flags(for_subcommand=False)],
         description="Train TensorFlow models on partitioned Parquet larger than memory, in TFX.",
         epilog="exit codes: 0 success, 1 bad input or data, 2 usage, 3 a pipeline task or "
         "platform failure",
     )
-    parser.add_argument("--version", action="version", version=_versions())
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     common = global_flags(for_subcommand=True)
     data.add_commands(sub, common)
@@ -122,6 +161,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # TFX 1.16, TFT and TFMA are Keras 2 code: `tf.keras` is Keras 2 here and in every process
     # this one starts (Beam workers, compiled tasks), before anything imports TensorFlow.
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if _print_versions(argv):
+        return Exit.OK
     args = build_parser().parse_args(argv)  # usage errors exit 2 here
     configure_logging(args.verbose, args.quiet)
     print_deprecation_notes(args)
@@ -129,13 +171,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from tfx_tabular.components.progress import QUIET_VARIABLE
 
         os.environ[QUIET_VARIABLE] = "off"  # the components this command runs stay quiet too
-    with _stdout_for_json(args.json) as stdout:
+    with _stdout_for_json(args.json) as stdout, signals.handled():  # SIGTERM as Ctrl-C
         try:
             document = args.func(args)
         except KeyboardInterrupt:
-            print(f"{PROG}: interrupted", file=sys.stderr)
-            return 130
+            signals.leave(PROG)  # "interrupted"; exits at once, 130 or 143
         except Exception as error:  # every failure ends in one short message and an exit code
+            if signals.interrupted():  # the interrupt, re-raised by a runner as its own error
+                signals.leave(PROG)
             return report_error(error, args.verbose)
         if args.json:
             stdout.write(json.dumps(document, indent=1, sort_keys=True, default=str) + "\n")

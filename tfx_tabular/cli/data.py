@@ -9,10 +9,16 @@ import time
 
 from tfx_tabular.cli.common import (
     DEPRECATED_COMMANDS,
+    BadInputError,
     UsageError,
     add_deprecated_flag,
+    check_names,
+    check_writable,
     csv,
     key_values,
+    named,
+    non_negative_int,
+    positive_int,
     say,
 )
 
@@ -22,8 +28,16 @@ def _add_conversion_arguments(p: argparse.ArgumentParser) -> None:
 
     buckets = ",".join(f"{name}={n}" for name, n in DEFAULT_SPLIT_BUCKETS.items())
     g = p.add_argument_group("input")
-    g.add_argument("--columns", type=csv, help="only these columns (comma-separated)")
-    g.add_argument("--exclude", type=csv, default=[], help="drop these columns")
+    g.add_argument(
+        "--columns", type=csv, metavar="COLUMN,...", help="only these columns (comma-separated)"
+    )
+    g.add_argument(
+        "--exclude",
+        type=csv,
+        default=[],
+        metavar="COLUMN,...",
+        help="drop these columns (comma-separated)",
+    )
     g.add_argument(
         "--partition-filter",
         action="append",
@@ -39,7 +53,15 @@ def _add_conversion_arguments(p: argparse.ArgumentParser) -> None:
         help="override a partition value type",
     )
     g.add_argument(
-        "--decimal-as", choices=["float", "bytes"], default=PARAMETERS["decimal_as"].default
+        "--decimal-as",
+        choices=["float", "bytes"],
+        default=PARAMETERS["decimal_as"].default,
+        help="decimal columns as float32 features, or as bytes of their exact text",
+    )
+    g.add_argument(
+        "--table-version",
+        type=non_negative_int,
+        help="a Delta Lake version or Iceberg snapshot id to read (default: the current one)",
     )
     g = p.add_argument_group(f"splits (default: hash buckets {buckets} over the whole row)")
     g.add_argument(
@@ -48,13 +70,24 @@ def _add_conversion_arguments(p: argparse.ArgumentParser) -> None:
         metavar="NAME=N,...",
         help="hash buckets per split, e.g. train=9,eval=1",
     )
-    g.add_argument("--split-keys", type=csv, default=[], help="hash these columns, not the row")
+    g.add_argument(
+        "--split-keys",
+        type=csv,
+        default=[],
+        metavar="COLUMN,...",
+        help="hash these columns (comma-separated), not the whole row",
+    )
     g.add_argument(
         "--split-by-partition",
         metavar="KEY",
         help="split by a partition value: the last --eval-last values → eval",
     )
-    g.add_argument("--eval-last", type=int, default=PARAMETERS["eval_last_partitions"].default)
+    g.add_argument(
+        "--eval-last",
+        type=positive_int,
+        default=PARAMETERS["eval_last_partitions"].default,
+        help="with --split-by-partition: how many of the last partition values go to eval",
+    )
     g.add_argument(
         "--split-pattern",
         action="append",
@@ -64,20 +97,37 @@ def _add_conversion_arguments(p: argparse.ArgumentParser) -> None:
     )
     g = p.add_argument_group("output")
     g.add_argument(
-        "--compression", choices=["none", "gzip"], default=PARAMETERS["compression"].default
+        "--compression",
+        choices=["none", "gzip"],
+        default=PARAMETERS["compression"].default,
+        help="the TFRecord shards' compression (gzip: .gz shards)",
     )
-    g.add_argument("--gzip-level", type=int, default=PARAMETERS["compression_level"].default)
+    g.add_argument(
+        "--gzip-level",
+        type=int,
+        choices=range(10),
+        metavar="0-9",
+        default=PARAMETERS["compression_level"].default,
+        help="gzip's level, with --compression gzip",
+    )
     g.add_argument(
         "--num-shards",
-        type=int,
+        type=non_negative_int,
         default=PARAMETERS["num_shards"].default,
-        help="0: one per ~1M rows, at least 2",
+        help="TFRecord shards per split; 0: one per ~1M rows, at least 2",
     )
     g.add_argument(
         "--batch-size",
-        type=int,
+        type=positive_int,
         default=PARAMETERS["batch_size"].default,
-        help="rows per Arrow batch",
+        help="rows per Arrow batch read and encoded at a time",
+    )
+    g.add_argument(
+        "--columnar-batch-rows",
+        type=non_negative_int,
+        default=PARAMETERS["columnar_batch_rows"].default,
+        help="rows per columnar batch record, written beside the per-row Examples for "
+        "tfx_tabular.input_fn (docs/trainer.md#columnar-batches); 0: none",
     )
     statistics = g.add_argument(
         "--example-statistics",
@@ -92,7 +142,24 @@ def _add_conversion_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="ARG",
-        help="a Beam pipeline argument, e.g. --beam-arg=--direct_num_workers=2",
+        help="a Beam pipeline argument (repeatable), e.g. --beam-arg=--direct_num_workers=2",
+    )
+
+
+def _check_conversion_names(args, partition_filter: dict, partition_types: dict) -> None:
+    """The columns and partition keys convert's flags name, against the input's footers."""
+    check_names(
+        args.input,
+        {
+            "--columns": args.columns or [],
+            "--exclude": args.exclude,
+            "--split-keys": args.split_keys,
+        },
+        {
+            "--split-by-partition": [args.split_by_partition] if args.split_by_partition else [],
+            "--partition-filter": list(partition_filter),
+            "--partition-type": list(partition_types),
+        },
     )
 
 
@@ -104,25 +171,33 @@ def cmd_convert(args) -> dict:
     for name, count in buckets.items():
         if not count.isdigit():
             raise UsageError(f"--split-buckets {name}={count}: N must be a whole number")
+    partition_filter = {
+        k: csv(v) for k, v in key_values(args.partition_filter, "--partition-filter").items()
+    }
+    partition_types = key_values(args.partition_type, "--partition-type")
+    patterns = key_values(args.split_pattern, "--split-pattern")
+    _check_conversion_names(args, partition_filter, partition_types)
+    check_writable(args.output_dir)
+    if args.example_statistics:
+        check_writable(args.example_statistics, "--example-statistics")
     config = plan.ConversionConfig.from_parameters(
         {
-            "patterns": key_values(args.split_pattern, "--split-pattern") or None,
+            "patterns": patterns or None,
             "buckets": {name: int(count) for name, count in buckets.items()} or None,
             "split_keys": args.split_keys,
             "split_by_partition": args.split_by_partition,
             "eval_last_partitions": args.eval_last,
             "columns": args.columns,
             "exclude_columns": args.exclude,
-            "partition_filter": {
-                k: csv(v)
-                for k, v in key_values(args.partition_filter, "--partition-filter").items()
-            },
-            "partition_types": key_values(args.partition_type, "--partition-type"),
+            "partition_filter": partition_filter,
+            "partition_types": partition_types,
             "decimal_as": args.decimal_as,
             "compression": args.compression,
             "compression_level": args.gzip_level,
             "num_shards": args.num_shards,
             "batch_size": args.batch_size,
+            "columnar_batch_rows": args.columnar_batch_rows,
+            "table_version": args.table_version,
         }
     )
     dataset, splits = plan.plan_conversion(args.input, config.source)
@@ -174,6 +249,12 @@ def cmd_infer_schema(args) -> dict:
     from tfx_tabular import schemas
     from tfx_tabular.schemas.source import schema_of
 
+    check_names(
+        args.input, {"--label": [args.label] if args.label else [], "--exclude": args.exclude}
+    )
+    if args.curated:
+        load_schema_file(args.curated, "--curated")
+    check_writable(args.output, "--output")
     start = time.perf_counter()
     inferred = schema_of(
         args.input,
@@ -224,35 +305,86 @@ def cmd_infer_schema(args) -> dict:
 
 
 def _print_table(title: str, header, rows) -> None:
+    """A table of plain text: Text objects, so rich reads no markup (`[pickup]`, `[bold]`) or
+    emoji codes in the data."""
     import sys
 
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    view = Table(title=title)
+    view = Table(title=Text(title))
     for name in header:
-        view.add_column(name, overflow="fold")
+        view.add_column(Text(name), overflow="fold")
     for row in rows:
-        view.add_row(*row)
+        view.add_row(*(Text(cell) for cell in row))
     # In a pipe or a log there is no terminal width to fit: keep rows on one line each.
     Console(width=None if sys.stdout.isatty() else 240).print(view)
+
+
+SCHEMA_FILE = "give a schema.pbtxt (infer-schema writes one) or a Schema artifact folder"
+
+
+def load_schema_file(path: str, flag: str = ""):
+    """The schema at `path` (a schema.pbtxt, or a Schema artifact folder holding one); a missing
+    file or one that is not a schema fails naming it and its `flag`."""
+    from google.protobuf import text_format
+
+    from tfx_tabular import schemas
+
+    try:
+        return schemas.load_schema(path)
+    except FileNotFoundError as e:
+        inside = f": {e.filename}" if e.filename and e.filename != path else ""
+        raise FileNotFoundError(f"{named(flag, path)}{inside} does not exist") from None
+    except NotADirectoryError:
+        raise BadInputError(
+            f"{named(flag, path)} is neither a .pbtxt file nor a folder holding a schema.pbtxt",
+            hint=SCHEMA_FILE,
+        ) from None
+    except (text_format.ParseError, UnicodeDecodeError) as e:
+        raise BadInputError(
+            f"{named(flag, path)} is not a schema in protobuf text format ({e})", hint=SCHEMA_FILE
+        ) from None
 
 
 def cmd_show_schema(args) -> dict:
     from google.protobuf import json_format
 
-    from tfx_tabular import schemas
     from tfx_tabular.schemas.describe import HEADER, schema_rows
 
-    schema = schemas.load_schema(args.file)
+    schema = load_schema_file(args.file)
     if not args.quiet:
         _print_table(f"{args.file}: {len(schema.feature)} features", HEADER, schema_rows(schema))
     return json_format.MessageToDict(schema, preserving_proto_field_name=True)
 
 
+NO_EXAMPLE_STATISTICS = (
+    "give the example statistics: convert --example-statistics DIR writes them, and a pipeline's "
+    "are its ExampleStatistics artifact folder (run --with-example-statistics)"
+)
+
+
 def _load_example_statistics(path: str) -> dict:
     """Split name → DatasetFeatureStatisticsList, from a FeatureStats.pb file, a Split-<name>
     folder, or an ExampleStatistics folder (ParquetExampleGen's or stock StatisticsGen's)."""
+    from google.protobuf import message
+
+    from tfx_tabular.source import parquet
+
+    if parquet.is_examples_folder(path):
+        raise BadInputError(
+            f"{path} is an Examples folder, not example statistics", hint=NO_EXAMPLE_STATISTICS
+        )
+    try:
+        return _read_example_statistics(path.rstrip("/"))
+    except message.DecodeError as e:
+        raise BadInputError(
+            f"{path}: not TFDV's example statistics ({e})", hint=NO_EXAMPLE_STATISTICS
+        ) from None
+
+
+def _read_example_statistics(path: str) -> dict:
     import posixpath
 
     import tensorflow as tf
@@ -260,7 +392,6 @@ def _load_example_statistics(path: str) -> dict:
 
     from tfx_tabular.schemas.example_statistics import load_example_statistics
 
-    path = path.rstrip("/")
     if tf.io.gfile.isdir(path) and not posixpath.basename(path).startswith("Split-"):
         return load_example_statistics(path)
     file = posixpath.join(path, "FeatureStats.pb") if tf.io.gfile.isdir(path) else path
@@ -307,6 +438,7 @@ def write_facets_page(path: str, output: str, split=None, compare=None) -> dict:
 
 
 def cmd_show_statistics(args) -> dict:
+    check_writable(args.output, "--output")
     shown = write_facets_page(args.path, args.output, args.split, args.compare)
     summary = {}
     for name, stats in shown.items():
@@ -317,17 +449,68 @@ def cmd_show_statistics(args) -> dict:
     return {"path": args.path, "output": args.output, "splits": summary}
 
 
+def _printable(text: str) -> str:
+    """Control characters (a newline, a NUL) as their escapes: one line per value, nothing the
+    terminal acts on."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+
+
 def _cell(value, width: int = 28) -> str:
+    """A value as `head`'s table shows it: null as ∅, bytes as UTF-8 (other bytes escaped),
+    control characters escaped, cut to `width` characters with a trailing …."""
     if value is None:
         return "∅"
     if isinstance(value, bytes):
         value = value.decode("utf-8", "backslashreplace")
     text = (
-        str(value)
+        _printable(str(value))
         if not isinstance(value, list)
         else "[" + ", ".join(_cell(v, width) for v in value) + "]"
     )
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _iso_duration(delta) -> str:
+    """A duration as ISO 8601 seconds, exactly: PT90.000001S (nanoseconds for pandas'
+    Timedelta, which duration[ns] columns give)."""
+    import datetime
+
+    nanoseconds = getattr(delta, "value", None)
+    digits = 6 if nanoseconds is None else 9
+    units = delta // datetime.timedelta(microseconds=1) if nanoseconds is None else nanoseconds
+    seconds, fraction = divmod(abs(units), 10**digits)
+    return f"{'-' if units < 0 else ''}PT{seconds}.{fraction:0{digits}d}S"
+
+
+def json_value(value):
+    """A value of `head`'s rows as JSON, losslessly: numbers, strings, booleans, null and lists
+    as themselves; NaN and infinities as the strings "NaN", "Infinity", "-Infinity"; bytes as
+    text when they are UTF-8, else {"base64": ...}; decimals as their exact text; timestamps,
+    dates and times as ISO 8601 text (every digit of the column's unit, its time zone if it has
+    one), durations as ISO 8601 seconds; structs as objects."""
+    import base64
+    import datetime
+    import decimal
+    import math
+
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return {"base64": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, (datetime.date, datetime.time)):  # datetimes are dates too
+        return value.isoformat()
+    if isinstance(value, datetime.timedelta):
+        return _iso_duration(value)
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return [json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {key: json_value(v) for key, v in value.items()}
+    return value
 
 
 def cmd_head(args) -> dict:
@@ -336,6 +519,9 @@ def cmd_head(args) -> dict:
     from tfx_tabular.source import parquet
 
     if parquet.is_examples_folder(args.path):
+        splits = peek.split_names(args.path)
+        if args.split and splits and args.split not in splits:
+            raise UsageError(f"--split {args.split!r}: {args.path} holds {', '.join(splits)}")
         schema = infer_schema(parquet.read_source_metadata(args.path))
         split, table = peek.head_examples(args.path, args.n, schema, args.split)
         title = f"{args.path}: Split-{split}, first {table.num_rows} tf.Examples"
@@ -352,7 +538,12 @@ def cmd_head(args) -> dict:
             ["feature"] + [f"#{i}" for i in range(len(rows))],
             [[name] + [_cell(row[name]) for row in rows] for name in table.column_names],
         )
-    return {"path": args.path, "columns": table.column_names, "rows": len(rows)}
+    return {
+        "path": args.path,
+        "columns": table.column_names,
+        "rows": len(rows),
+        "records": [{name: json_value(row[name]) for name in table.column_names} for row in rows],
+    }
 
 
 def add_commands(sub, common: argparse.ArgumentParser) -> None:
@@ -376,8 +567,17 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
         "footers (or a ParquetExampleGen output folder), no data pass",
     )
     p.add_argument("input", help="a Parquet folder, or a folder ParquetExampleGen wrote")
-    p.add_argument("-o", "--output", required=True, help="schema.pbtxt to write")
-    p.add_argument("--label", help="the label column (absent in the SERVING environment)")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="the schema.pbtxt to write (a folder: its schema.pbtxt, as a Schema artifact)",
+    )
+    p.add_argument(
+        "--label",
+        help="the label column: required in the TRAINING environment, absent in SERVING "
+        "(default: no label)",
+    )
     sample = p.add_argument(
         "--sample-statistics",
         action="store_true",
@@ -393,11 +593,33 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
         "each split",
     )
     add_deprecated_flag(p, "--split-statistics", example)
-    p.add_argument("--sample-rows", type=int, default=SCHEMA_GEN["sample_rows"].default)
-    p.add_argument("--max-vocabulary", type=int, default=SCHEMA_GEN["max_vocabulary_size"].default)
+    p.add_argument(
+        "--sample-rows",
+        type=positive_int,
+        default=SCHEMA_GEN["sample_rows"].default,
+        help="with --sample-statistics: how many rows TFDV samples",
+    )
+    p.add_argument(
+        "--max-vocabulary",
+        type=positive_int,
+        default=SCHEMA_GEN["max_vocabulary_size"].default,
+        help="with --sample-statistics: string columns with more distinct values get no domain",
+    )
     p.add_argument("--curated", help="a schema.pbtxt whose features' settings win")
-    p.add_argument("--exclude", type=csv, default=[], help="drop these columns")
-    p.add_argument("--beam-arg", action="append", default=[], metavar="ARG")
+    p.add_argument(
+        "--exclude",
+        type=csv,
+        default=[],
+        metavar="COLUMN,...",
+        help="drop these columns (comma-separated)",
+    )
+    p.add_argument(
+        "--beam-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="a Beam pipeline argument for --sample-statistics (repeatable)",
+    )
     p.set_defaults(func=cmd_infer_schema)
 
     p = sub.add_parser("show-schema", parents=[common], help="a schema.pbtxt as a table")
@@ -427,6 +649,6 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
         "or of an Examples split, decoded with the schema, as a table",
     )
     p.add_argument("path", help="a Parquet folder, or a folder ParquetExampleGen wrote")
-    p.add_argument("-n", type=int, default=10, help="how many records (default 10)")
+    p.add_argument("-n", type=positive_int, default=10, help="how many records")
     p.add_argument("--split", help="the Examples split (default: train, else the first)")
     p.set_defaults(func=cmd_head)

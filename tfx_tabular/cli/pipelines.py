@@ -11,7 +11,17 @@ import os
 import time
 from typing import Optional
 
-from tfx_tabular.cli.common import UsageError, add_deprecated_flag, key_values, say
+from tfx_tabular.cli.common import (
+    BadInputError,
+    UsageError,
+    add_deprecated_flag,
+    check_names,
+    check_writable,
+    key_values,
+    non_negative_int,
+    positive_int,
+    say,
+)
 
 
 def _add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
@@ -19,8 +29,12 @@ def _add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
     from tfx_tabular.pipelines.pipeline import EXAMPLE_STATISTICS_SOURCES
     from tfx_tabular.training.task import TASKS
 
-    p.add_argument("--pipeline-name", default="tfx-tabular")
-    p.add_argument("--label", default="label")
+    p.add_argument(
+        "--pipeline-name",
+        default="tfx-tabular",
+        help="the pipeline's name (its ML Metadata context, and the compiled pipeline's name)",
+    )
+    p.add_argument("--label", default="label", help="the label column the model learns")
     p.add_argument(
         "--task",
         choices=TASKS,
@@ -32,9 +46,21 @@ def _add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
         help="the last value of this partition key → eval (default: hash 2:1)",
     )
     p.add_argument("--curated-schema", help="a schema.pbtxt overlaid on the inferred schema")
-    p.add_argument("--epochs", type=int, default=PARAMETERS["epochs"].default)
-    p.add_argument("--train-steps", type=int, help="total training steps (overrides --epochs)")
-    p.add_argument("--batch-size", type=int, default=PARAMETERS["batch_size"].default)
+    p.add_argument(
+        "--epochs",
+        type=positive_int,
+        default=PARAMETERS["epochs"].default,
+        help="passes over the train split",
+    )
+    p.add_argument(
+        "--train-steps", type=positive_int, help="total training steps (overrides --epochs)"
+    )
+    p.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=PARAMETERS["batch_size"].default,
+        help="the global training batch (it must divide evenly over the devices)",
+    )
     p.add_argument("--model-fn", help="package.module:function building the Keras model")
     statistics = p.add_argument(
         "--with-example-statistics",
@@ -53,7 +79,14 @@ def _add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--with-evaluator", action="store_true", help="add stock Evaluator")
     p.add_argument("--no-cache", action="store_true", help="disable TFX's execution cache")
-    p.add_argument("--beam-arg", action="append", default=[], metavar="ARG")
+    p.add_argument(
+        "--beam-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="a Beam pipeline argument for the components (repeatable), e.g. "
+        "--beam-arg=--direct_num_workers=2",
+    )
 
 
 def _create_pipeline(
@@ -106,16 +139,23 @@ class _ComponentProgress(logging.Filter):
 
 @contextlib.contextmanager
 def _component_progress(total: int, args):
-    absl = logging.getLogger("absl")
-    level = absl.level
-    watcher = _ComponentProgress(total, args, absl.getEffectiveLevel())
+    """Component progress lines while TFX runs. Without --verbose, a failing component's error
+    ends the command in one line (`report_error`): the logs of that failure, a traceback each
+    from TFX's launcher (absl) and from Beam, stay out."""
+    absl, beam = logging.getLogger("absl"), logging.getLogger("apache_beam")
+    levels = absl.level, beam.level
+    shown = absl.getEffectiveLevel() if args.verbose else logging.CRITICAL
+    watcher = _ComponentProgress(total, args, shown)
     absl.addFilter(watcher)
     absl.setLevel(min(absl.getEffectiveLevel(), logging.INFO))
+    if not args.verbose:
+        beam.setLevel(logging.CRITICAL)
     try:
         yield
     finally:
         absl.removeFilter(watcher)
-        absl.setLevel(level)
+        absl.setLevel(levels[0])
+        beam.setLevel(levels[1])
 
 
 def _run_pipeline(args, data_root: str, pipeline_root: str) -> dict:
@@ -159,19 +199,35 @@ def _facets_page(statistics_uri: str, pipeline_root: str) -> str:
     return output
 
 
+def _check_pipeline_inputs(args, data_root: str) -> None:
+    """What the pipeline reads from the command line, checked before TFX loads: the columns
+    --label and --split-by-partition name (the data root's footers), a --curated-schema that
+    is a schema."""
+    from tfx_tabular.cli.data import load_schema_file
+
+    by_partition = [args.split_by_partition] if args.split_by_partition else []
+    check_names(data_root, {"--label": [args.label]}, {"--split-by-partition": by_partition})
+    if args.curated_schema and "://" not in args.curated_schema:
+        load_schema_file(args.curated_schema, "--curated-schema")
+
+
 def cmd_run(args) -> dict:
+    check_writable(args.pipeline_root, "--pipeline-root")
+    _check_pipeline_inputs(args, args.data_root)
     return _run_pipeline(args, args.data_root, args.pipeline_root)
 
 
 def cmd_demo(args) -> dict:
     from tfx_tabular.demo import criteo
 
+    check_writable(args.workdir, "--workdir")
     data = os.path.join(args.workdir, "data")
     if not os.path.isdir(data):
         start = time.perf_counter()
         say(args, f"generating a Criteo-shaped dataset: {args.rows:,} rows → {data}")
         criteo.write_dataset(data, args.rows)
         say(args, f"  done in {time.perf_counter() - start:.1f} s")
+    _check_pipeline_inputs(args, data)
     return _run_pipeline(args, data, os.path.abspath(os.path.join(args.workdir, "pipeline")))
 
 
@@ -213,10 +269,18 @@ def _vertex_training(args):
         raise CompileError(f"Vertex AI training job: {e}") from None
 
 
+def _is_local_folder(uri: str) -> bool:
+    return "://" not in uri and os.path.isdir(uri) and os.access(uri, os.R_OK | os.X_OK)
+
+
 def cmd_compile(args) -> dict:
     from tfx_tabular.pipelines import kubeflow
 
+    check_writable(args.output, "--output")
     vertex_training = _vertex_training(args)
+    # The tasks read the data root, not this machine: it is checked only where it is here too.
+    if _is_local_folder(args.data_root):
+        _check_pipeline_inputs(args, args.data_root)
     # With a training job, the job's machines train, not the task.
     resources = (
         kubeflow.TrainerResources()
@@ -273,9 +337,50 @@ def cmd_compile(args) -> dict:
     return document
 
 
+COMPILED_FILE = "give the pipeline.yaml or pipeline.json that `tfx-tabular compile` wrote"
+
+
+def _check_compiled_file(path: str) -> None:
+    """A compiled file that is missing, unreadable or not a compiled pipeline is bad input
+    (exit code 1), found before anything runs or is sent."""
+    from tfx_tabular.pipelines import compiled_runner
+
+    if "://" not in path and not os.path.exists(path):
+        raise FileNotFoundError(f"{path} does not exist")
+    try:
+        compiled_runner.load_compiled(path)
+    except compiled_runner.RunError as e:
+        raise BadInputError(str(e), hint=COMPILED_FILE) from None
+
+
+def _check_region(region: str) -> None:
+    """A Vertex AI region aiplatform knows, or a usage error naming the closest ones (rather than
+    aiplatform's own message, which lists every region)."""
+    import difflib
+
+    from google.cloud.aiplatform import utils
+    from google.cloud.aiplatform.constants import base
+
+    try:
+        utils.validate_region(region)
+        return
+    except ValueError:
+        known = sorted(base.SUPPORTED_REGIONS | base.MREP_JURISDICTIONS)
+        near = difflib.get_close_matches(region.lower(), known, n=3, cutoff=0.5)
+    guess = f"; did you mean {' or '.join(near)}?" if near else ""
+    raise UsageError(
+        f"--region {region!r} is not a Vertex AI region{guess}",
+        hint="the regions: https://cloud.google.com/vertex-ai/docs/general/locations "
+        "(google.cloud.aiplatform.constants.base.SUPPORTED_REGIONS)",
+    )
+
+
 def cmd_submit(args) -> dict:
     from tfx_tabular.pipelines import submit
 
+    _check_compiled_file(args.compiled)
+    if args.target == "vertex" and args.region:
+        _check_region(args.region)
     submission = submit.Submission(
         compiled_path=args.compiled,
         parameters=key_values(args.param, "--param"),
@@ -325,6 +430,8 @@ def cmd_run_compiled(args) -> dict:
     from tfx_tabular.pipelines import compiled_runner
 
     parameters = key_values(args.param, "--param")
+    _check_compiled_file(args.compiled)
+    check_writable(args.pipeline_root, "--pipeline-root")
     with parameter_errors_are_usage_errors():
         return compiled_runner.run_compiled(
             args.compiled, args.pipeline_root, parameters, launcher=args.launcher
@@ -349,7 +456,11 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
         "(SQLite ML Metadata inside the pipeline root)",
     )
     p.add_argument("--data-root", required=True, help="the Parquet dataset (hive folders allowed)")
-    p.add_argument("--pipeline-root", required=True)
+    p.add_argument(
+        "--pipeline-root",
+        required=True,
+        help="the folder for the run's artifacts and its ML Metadata (metadata.sqlite)",
+    )
     _add_pipeline_arguments(p)
     p.set_defaults(func=cmd_run)
 
@@ -359,7 +470,12 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
         help="compile the pipeline for Kubeflow Pipelines (PipelineSpec "
         "YAML) or Vertex AI (PipelineJob JSON)",
     )
-    p.add_argument("--target", choices=["kubeflow", "vertex"], required=True)
+    p.add_argument(
+        "--target",
+        choices=["kubeflow", "vertex"],
+        required=True,
+        help="kubeflow: a KFP v2 PipelineSpec YAML; vertex: a Vertex AI PipelineJob JSON",
+    )
     p.add_argument(
         "--data-root", required=True, help="the Parquet dataset URI, as the tasks see it"
     )
@@ -369,14 +485,18 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
         "-o", "--output", required=True, help="pipeline.yaml (kubeflow) or .json (vertex)"
     )
     g = p.add_argument_group("Trainer task resources")
-    g.add_argument("--gpus", type=int, default=0, help="GPUs for the Trainer task")
+    g.add_argument("--gpus", type=non_negative_int, default=0, help="GPUs for the Trainer task")
     g.add_argument(
         "--gpu-type",
         help="kubeflow: a node resource name (default nvidia.com/gpu); "
         "vertex: an accelerator, e.g. NVIDIA_L4, NVIDIA_H100_80GB",
     )
-    g.add_argument("--cpu-limit", type=float, default=0.0, help="vCPUs for the Trainer task")
-    g.add_argument("--memory-limit", type=float, default=0.0, help="GiB for the Trainer task")
+    g.add_argument(
+        "--cpu-limit", type=float, default=0.0, help="vCPUs for the Trainer task; 0: no limit"
+    )
+    g.add_argument(
+        "--memory-limit", type=float, default=0.0, help="GiB for the Trainer task; 0: no limit"
+    )
     g = p.add_argument_group(
         "Kubeflow task disk",
         "the open-source KFP launcher copies each task's input artifacts (the Examples "
@@ -404,12 +524,16 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
     g.add_argument("--training-job-machine-type", metavar="TYPE", help="default n1-standard-8")
     g.add_argument(
         "--training-job-replicas",
-        type=int,
+        type=positive_int,
         metavar="N",
         help="> 1: multi-worker training, one chief and N-1 workers (TF_CONFIG); "
         "--batch-size must divide evenly over replicas × GPUs (default 1)",
     )
-    g.add_argument("--training-job-service-account", metavar="SA")
+    g.add_argument(
+        "--training-job-service-account",
+        metavar="SA",
+        help="the service account the job runs as (default: the project's Vertex AI one)",
+    )
     _add_pipeline_arguments(p)
     p.set_defaults(func=cmd_compile)
 
@@ -419,7 +543,12 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
         help="submit a compiled pipeline to Vertex AI Pipelines or a Kubeflow Pipelines server",
     )
     p.add_argument("compiled", help="pipeline.json or .yaml from `compile`")
-    p.add_argument("--target", choices=["vertex", "kubeflow"], default="vertex")
+    p.add_argument(
+        "--target",
+        choices=["vertex", "kubeflow"],
+        default="vertex",
+        help="Vertex AI Pipelines, or a Kubeflow Pipelines v2 API server",
+    )
     p.add_argument("--project", help="vertex: the Google Cloud project")
     p.add_argument("--region", help="vertex: e.g. us-central1")
     p.add_argument("--host", help="kubeflow: the KFP API server's URL, e.g. http://localhost:8888")
@@ -482,8 +611,15 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "demo", parents=[common], help="generate a Criteo-shaped demo dataset and run the pipeline"
     )
-    p.add_argument("--rows", type=int, default=200_000)
-    p.add_argument("--workdir", default="out/demo")
+    p.add_argument(
+        "--rows",
+        type=positive_int,
+        default=200_000,
+        help="rows of the generated dataset (generated once per --workdir)",
+    )
+    p.add_argument(
+        "--workdir", default="out/demo", help="the folder for the dataset and the pipeline root"
+    )
     _add_pipeline_arguments(p)
     # The demo shows its example statistics.
     p.set_defaults(func=cmd_demo, with_example_statistics="ours")

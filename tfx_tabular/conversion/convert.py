@@ -4,7 +4,10 @@ conversion runs, for `tfx-tabular convert` and the ParquetExampleGen executor.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import posixpath
+import sys
 import time
 from typing import Callable, Optional, Sequence
 
@@ -12,16 +15,22 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from tfx_tabular.conversion import transform
 from tfx_tabular.conversion.plan import OutputOptions, Splits
 from tfx_tabular.conversion.publish import ConversionResult, publish
 from tfx_tabular.conversion.staging import PUBLISHED_MARKER, Staging
 from tfx_tabular.conversion.transform import WriteExamples, watching
+from tfx_tabular.runners import interrupts
 from tfx_tabular.runners.workers import check_sdk_workers
 from tfx_tabular.source.parquet import Dataset, InputError
+from tfx_tabular.statistics.precompile import compile_kernels
 
 # Threads, not processes: the encoder kernels, Arrow's readers and file writes all release the GIL,
 # so one thread per core scales like worker processes without their start-up in every run.
 DIRECT_RUNNER_DEFAULTS = ["--direct_running_mode=multi_threading", "--direct_num_workers=0"]
+# components.progress.QUIET_VARIABLE (a lower layer cannot import it): "off" under --quiet.
+QUIET_VARIABLE = "TFX_TABULAR_PROGRESS"
+STOP_SECONDS = 3.0  # for an interrupted run's writers to stop before its staging folder goes
 
 
 def beam_args_with_defaults(beam_pipeline_args: Sequence[str]) -> list[str]:
@@ -49,6 +58,7 @@ def run_conversion(
     With `statistics_dir`, each split's statistics are computed in the same pass and written
     there as `Split-<name>/FeatureStats.pb` (`tfx_tabular.statistics.engine`)."""
     check_sdk_workers(pipeline.options)
+    _compile_kernels()
     staging = Staging.create(output_dir)
     start = time.perf_counter()
     try:
@@ -58,11 +68,43 @@ def run_conversion(
         with watching(staging.folder, on_progress), pipeline as p:
             _ = p | "WriteExamples" >> write
         result = publish(dataset, splits, staging, len(write.shards), options, statistics_dir)
-    except BaseException:
+    except BaseException as error:
+        if isinstance(error, KeyboardInterrupt):
+            _stop_writers(pipeline)
         staging.discard()
         raise
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _compile_kernels() -> None:
+    """Compile (or load from numba's cache) the kernels before the timed conversion: a cold
+    cache's one-time compile is not the conversion's rate, and worker processes then load the
+    kernels instead of each compiling them."""
+    quiet = os.environ.get(QUIET_VARIABLE) == "off"
+
+    def say(text: str) -> None:
+        if not quiet:
+            print(text, file=sys.stderr, flush=True)
+
+    seconds = compile_kernels(
+        lambda: say(
+            "compiling the conversion's kernels, once (numba caches them for later runs; about "
+            "20 s)"
+        )
+    )
+    if seconds:
+        say(f"kernels compiled in {seconds:.1f} s (not counted in the conversion's time)")
+
+
+def _stop_writers(pipeline: beam.Pipeline) -> None:
+    """An interrupt reaches the main thread only: before the staging folder goes, stop the
+    in-process runner's threads still converting, and cancel a job a runner service runs."""
+    interrupts.stop_threads([transform.__name__], STOP_SECONDS)
+    result = getattr(pipeline, "result", None)  # set once a runner accepted the job
+    if result is not None:
+        with contextlib.suppress(Exception):  # the DirectRunner's cannot be cancelled
+            result.cancel()
 
 
 def convert(
