@@ -74,7 +74,12 @@ def test_input_fn_shards_files_by_worker_and_caches(examples, tmp_path):
     total = sum(1 for _ in tf.data.TFRecordDataset(tf.io.gfile.glob(pattern)))
     assert sum(len(s) for s in seen) == total  # each file read by exactly one worker
     cached = input_fn(pattern, schema_path, 50, num_epochs=2, cache=str(tmp_path / "cache"))
-    assert sum(1 for _ in cached) == 2 * (total // 50)
+    # Columnar batches: every row in each epoch (a chunk's last batch may be shorter).
+    assert sum(int(labels.shape[0]) for _, labels in cached) == 2 * total
+    per_row = input_fn(
+        pattern, schema_path, 50, num_epochs=2, cache="memory", columnar_batches=False
+    )
+    assert sum(1 for _ in per_row) == 2 * (total // 50)  # the last partial batch dropped
     assert tf.io.gfile.glob(str(tmp_path / "cache") + "*")
     with pytest.raises(FileNotFoundError):
         input_fn(os.path.join(out, "nothing-*"), schema_path, 10)
@@ -222,3 +227,38 @@ def test_trainer_killed_mid_training_resumes_with_the_same_total_steps(examples,
     assert "total_steps=30 " in result.stdout
     epochs_run = [line for line in result.stdout.splitlines() if line.startswith("epoch")]
     assert not any(line.startswith("epoch 1 ") for line in epochs_run)  # epoch 1 is not redone
+
+
+def _rows(dataset) -> dict:
+    parts: dict = {}
+    for features, label in dataset:
+        for name, tensor in {**features, "label": label}.items():
+            parts.setdefault(name, []).append(tensor)
+    return {name: tf.concat(tensors, 0) for name, tensors in parts.items()}
+
+
+def test_the_conversions_columnar_batches_give_the_per_row_tensors(examples):
+    """ParquetExampleGen's conversion writes columnar batches; input_fn reads them when given all
+    of a split's shards (or the artifact folder and a split), per row otherwise."""
+    from tfx_tabular.training import columnar
+
+    out, schema_path = examples
+    shards = sorted(tf.io.gfile.glob(os.path.join(out, "Split-eval", "*")))
+    payload = columnar.find_payload(shards)
+    assert payload is not None and payload.split == "eval"
+    assert columnar.find_payload(shards[:-1]) is None  # a subset of the rows: read per row
+    per_row = _rows(input_fn(shards, schema_path, 300, training=False, columnar_batches=False))
+    by_columns = _rows(input_fn(out, schema_path, 300, training=False, split="eval"))
+    assert set(by_columns) == set(per_row)
+    for name, tensor in per_row.items():
+        expected = tensor.to_list() if isinstance(tensor, tf.RaggedTensor) else tensor.numpy()
+        got = by_columns[name]
+        got = got.to_list() if isinstance(got, tf.RaggedTensor) else got.numpy()
+        assert (expected == got) if isinstance(expected, list) else (expected == got).all(), name
+    # Training: every row once per epoch, none dropped between chunks.
+    train_shards = os.path.join(out, "Split-train", "*")
+    rows = sum(
+        int(label.shape[0]) for _, label in input_fn(train_shards, schema_path, 128, num_epochs=1)
+    )
+    layout = columnar.find_payload(sorted(tf.io.gfile.glob(train_shards))).layout
+    assert rows == layout.rows["train"]

@@ -360,10 +360,19 @@ def _crc32c_sse42(buf, start, end, tables):
     return c ^ np.uint32(0xFFFFFFFF)
 
 
-_HAS_SSE42 = platform.machine().lower() in (
-    "x86_64",
-    "amd64",
-) and "+sse4.2" in llvm_binding.get_host_cpu_features().flatten().split(",")
+def _target_has_sse42() -> bool:
+    """Whether numba's code may use SSE4.2: the features numba targets (NUMBA_CPU_FEATURES,
+    empty under NUMBA_CPU_NAME=generic: a portable cache, as the image's), else the host's. LLVM
+    aborts the process on the instruction where the target lacks it."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    features = numba.config.CPU_FEATURES
+    if features is None:
+        features = llvm_binding.get_host_cpu_features().flatten()
+    return "+sse4.2" in features.split(",")
+
+
+_HAS_SSE42 = _target_has_sse42()
 _crc32c = _crc32c_sse42 if _HAS_SSE42 else _crc32c_table
 
 
@@ -582,14 +591,27 @@ class EncodedBatch:
         return fingerprints(self.buffer, self.offsets, head, tail)
 
 
-def feature_columns(
-    batch: pa.RecordBatch, features: Sequence[Feature]
-) -> list[tuple[Feature, FeatureValues]]:
-    """Every feature of `batch` (from `features_of`) as flat buffers, in the order written."""
+def _partitions(features: Sequence[Feature]) -> dict[str, list[Feature]]:
     partitions: dict[str, list[Feature]] = {}
     for f in features:
         if f.row_lengths_of is not None:
             partitions.setdefault(f.row_lengths_of, []).append(f)
+    return partitions
+
+
+def written_order(features: Sequence[Feature]) -> list[Feature]:
+    """The order `feature_columns` yields features in: each values feature, then its partitions."""
+    partitions = _partitions(features)
+    return [
+        g for f in features if f.row_lengths_of is None for g in [f, *partitions.get(f.name, [])]
+    ]
+
+
+def feature_columns(
+    batch: pa.RecordBatch, features: Sequence[Feature]
+) -> list[tuple[Feature, FeatureValues]]:
+    """Every feature of `batch` (from `features_of`) as flat buffers, in `written_order`."""
+    partitions = _partitions(features)
     ordered: list[tuple[Feature, FeatureValues]] = []
     for f in features:
         if f.row_lengths_of is not None:

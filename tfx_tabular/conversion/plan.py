@@ -12,6 +12,7 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 import pyarrow as pa
 
+from tfx_tabular.coders import columnar
 from tfx_tabular.source import parquet
 from tfx_tabular.source.parquet import Dataset, InputError
 
@@ -153,10 +154,16 @@ class OutputOptions:
     compression_level: int = 6
     num_shards: int = 0  # 0: one per ~1M rows, at least 2, at most one per row group
     batch_size: int = 8192  # rows per Arrow batch read and encoded at a time
+    # Rows per columnar batch record (`columnar/` beside the per-row shards); 0: none written.
+    columnar_batch_rows: int = columnar.DEFAULT_BATCH_ROWS
 
     def __post_init__(self):
         if self.compression not in COMPRESSIONS:
             raise ValueError(f"compression must be one of {COMPRESSIONS}, not {self.compression!r}")
+        if self.columnar_batch_rows < 0:
+            raise ValueError(
+                f"columnar_batch_rows must be 0 (none) or positive, not {self.columnar_batch_rows}"
+            )
 
     @property
     def suffix(self) -> str:
@@ -183,6 +190,10 @@ def plan_shards(dataset: Dataset, num_shards: int) -> list[list[tuple[int, tuple
 
 def shard_name(index: int, count: int, options: OutputOptions) -> str:
     return f"data_tfrecord-{index:05d}-of-{count:05d}{options.suffix}"
+
+
+def columnar_shard_name(index: int, count: int, options: OutputOptions) -> str:
+    return f"data_columnar-{index:05d}-of-{count:05d}{options.suffix}"
 
 
 @dataclasses.dataclass(frozen=True)

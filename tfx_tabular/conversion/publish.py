@@ -15,9 +15,16 @@ from typing import Iterator, Optional, Sequence
 from apache_beam.io.filesystems import FileSystems
 
 from tfx_tabular import statistics
-from tfx_tabular.conversion.plan import OutputOptions, Splits, shard_name
+from tfx_tabular.coders import columnar, encoding
+from tfx_tabular.conversion.plan import OutputOptions, Splits, columnar_shard_name, shard_name
 from tfx_tabular.conversion.staging import Staging
-from tfx_tabular.conversion.transform import FEATURE_STATS_DIR, ROW_COUNTS_DIR, statistics_part
+from tfx_tabular.conversion.transform import (
+    FEATURE_STATS_DIR,
+    ROW_COUNTS_DIR,
+    columnar_part,
+    statistics_part,
+)
+from tfx_tabular.runners.interrupts import uninterruptible
 from tfx_tabular.source import parquet
 from tfx_tabular.source.parquet import Dataset
 
@@ -30,6 +37,7 @@ class ConversionResult:
     compression: str
     seconds: float = 0.0
     statistics_dir: Optional[str] = None  # Split-<name>/FeatureStats.pb, when computed
+    columnar_batch_rows: int = 0  # rows per columnar batch record (`columnar/`); 0: none
 
     @property
     def rows_per_second(self) -> float:
@@ -85,6 +93,30 @@ def _move_shards(staging: Staging, splits: Splits, num_shards: int, options: Out
     FileSystems.rename(sources, targets)
 
 
+def _move_columnar(
+    staging: Staging, dataset: Dataset, rows: dict, num_shards: int, options: OutputOptions
+) -> None:
+    """The columnar batch records into `columnar/Split-<name>/`, and the layout that says what
+    they hold (written last: a reader finds records only with their layout)."""
+    folder = posixpath.join(staging.output_dir, columnar.FOLDER)
+    sources, targets = [], []
+    for name in rows:
+        for i in range(num_shards):
+            sources.append(columnar_part(staging.folder, name, i, num_shards, options))
+            targets.append(
+                posixpath.join(folder, f"Split-{name}", columnar_shard_name(i, num_shards, options))
+            )
+    for target_dir in {posixpath.dirname(t) for t in targets}:
+        if not FileSystems.exists(target_dir):
+            FileSystems.mkdirs(target_dir)
+    FileSystems.rename(sources, targets)
+    layout = columnar.layout_of(
+        encoding.written_order(dataset.features), options.columnar_batch_rows, rows
+    )
+    with FileSystems.create(posixpath.join(folder, columnar.LAYOUT_FILE)) as handle:
+        handle.write(layout.to_json().encode())
+
+
 def _merge_statistics(staging: Staging, splits: Splits, num_shards: int) -> list[str]:
     """Each split's statistics, merged from its shards' parts in shard order (the same result
     whatever order the shards finished in, on any runner), written into the staging folder as
@@ -138,14 +170,24 @@ def publish(
     merged_statistics = (
         _merge_statistics(staging, splits, num_shards) if statistics_dir is not None else None
     )
-    staging.claim(rows)
-    _move_shards(staging, splits, num_shards, options)
-    if merged_statistics is not None:
-        _move_statistics(merged_statistics, splits, statistics_dir)
-    metadata_path = posixpath.join(staging.output_dir, parquet.SOURCE_METADATA_FILE)
-    with FileSystems.create(metadata_path) as handle:
-        handle.write(dataset.source_metadata().to_arrow_schema().serialize().to_pybytes())
-    staging.discard()
+    # From the claim on, all of the output or none of it: a Ctrl-C or SIGTERM waits until the
+    # files are in place.
+    with uninterruptible():
+        staging.claim(rows)
+        _move_shards(staging, splits, num_shards, options)
+        if options.columnar_batch_rows:
+            _move_columnar(staging, dataset, rows, num_shards, options)
+        if merged_statistics is not None:
+            _move_statistics(merged_statistics, splits, statistics_dir)
+        metadata_path = posixpath.join(staging.output_dir, parquet.SOURCE_METADATA_FILE)
+        with FileSystems.create(metadata_path) as handle:
+            handle.write(dataset.source_metadata().to_arrow_schema().serialize().to_pybytes())
+        staging.discard()
     return ConversionResult(
-        staging.output_dir, rows, num_shards, options.compression, statistics_dir=statistics_dir
+        staging.output_dir,
+        rows,
+        num_shards,
+        options.compression,
+        statistics_dir=statistics_dir,
+        columnar_batch_rows=options.columnar_batch_rows,
     )

@@ -26,8 +26,14 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from tfx_tabular import statistics
-from tfx_tabular.coders import encoding
-from tfx_tabular.conversion.plan import OutputOptions, Splits, plan_shards, shard_name
+from tfx_tabular.coders import columnar, encoding
+from tfx_tabular.conversion.plan import (
+    OutputOptions,
+    Splits,
+    columnar_shard_name,
+    plan_shards,
+    shard_name,
+)
 from tfx_tabular.source import parquet
 from tfx_tabular.source.mapping import features_of
 from tfx_tabular.source.parquet import ColumnError, Dataset, InputError
@@ -46,6 +52,14 @@ FEATURE_STATS_DIR = "feature_stats"  # in the staging folder: Split-<name>/Featu
 # memory grow with the number of shards, and that stage's start-up and GIL-bound merges cost more
 # than the merge itself.
 STATISTICS_PARTS_DIR = "statistics_parts"
+# In the staging folder: <split>/<columnar shard>, each shard's columnar batch records.
+COLUMNAR_DIR = "columnar"
+
+
+def columnar_part(temp_dir: str, split: str, shard_index: int, count: int, options) -> str:
+    return posixpath.join(
+        temp_dir, COLUMNAR_DIR, split, columnar_shard_name(shard_index, count, options)
+    )
 
 
 def statistics_part(temp_dir: str, split: str, shard_index: int) -> str:
@@ -128,6 +142,27 @@ class _FileWriter:
         self._handle.close()
 
 
+class _ColumnarBatches:
+    """A shard's columnar batch records, one writer per split (none: not written)."""
+
+    def __init__(self, features, writers: list[_FileWriter], options: OutputOptions):
+        order = encoding.written_order(features)
+        self._writers = writers
+        self._buffers = [columnar.RecordBuffer(order, options.columnar_batch_rows) for _ in writers]
+
+    def add(self, columns, split_ids: np.ndarray) -> None:
+        values = [fv for _, fv in columns]
+        for s, (writer, buffer) in enumerate(zip(self._writers, self._buffers, strict=True)):
+            chosen = None if len(self._writers) == 1 else np.flatnonzero(split_ids == s)
+            for record in buffer.add(values, chosen):
+                writer.write(record)
+
+    def flush(self) -> None:
+        for writer, buffer in zip(self._writers, self._buffers, strict=True):
+            for record in buffer.flush():
+                writer.write(record)
+
+
 class ConvertShard(beam.DoFn):
     """Converts one shard (a list of row groups) into one temporary file per split; with
     `with_statistics`, also writes each split's SplitStatistics into STATISTICS_PARTS_DIR."""
@@ -193,6 +228,14 @@ class ConvertShard(beam.DoFn):
                         self._options,
                     )
                 )
+            if self._options.columnar_batch_rows:
+                for name in names:
+                    writers.append(
+                        _FileWriter(
+                            columnar_part(self._temp_dir, name, shard_index, count, self._options),
+                            self._options,
+                        )
+                    )
             split_statistics = (
                 [statistics.SplitStatistics(self._features) for _ in names]
                 if self._with_statistics
@@ -230,6 +273,9 @@ class ConvertShard(beam.DoFn):
     ) -> np.ndarray:
         """Encodes the shard's row groups into the split writers (and their rows into
         `split_statistics`, if given); returns rows per split."""
+        splits = len(self._splits.names)
+        writers, columnar_writers = writers[:splits], writers[splits:]
+        batches = _ColumnarBatches(self._features, columnar_writers, self._options)
         rows = np.zeros(len(writers), dtype=np.int64)
         progress = _ShardProgress(self._temp_dir, shard_index)
         read_rows = self._options.batch_size
@@ -250,9 +296,11 @@ class ConvertShard(beam.DoFn):
                 except encoding.ConversionError as e:
                     raise ColumnError(f"{info.path}: {e}") from None
                 split_ids = self._write_batch(writers, rows, batch, columns, info.relative)
+                batches.add(columns, split_ids)
                 if split_statistics is not None:
                     statistics.add_batch(split_statistics, columns, split_ids)
                 progress.add(len(split_ids))
+        batches.flush()
         progress.write()
         return rows
 

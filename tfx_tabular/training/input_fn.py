@@ -15,6 +15,7 @@ gradient does not depend on its order (each replica gets its own batches).
 from __future__ import annotations
 
 import dataclasses
+import posixpath
 from typing import Callable, Optional, Sequence, Union
 
 import tensorflow as tf
@@ -23,8 +24,12 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 from tfx_tabular import schemas
 from tfx_tabular.schemas.infer import label_of
 from tfx_tabular.schemas.parsing import feature_spec
+from tfx_tabular.training import columnar
 
 AUTOTUNE = tf.data.AUTOTUNE
+# Columnar records (thousands of rows each) shuffled whole in a buffer of this many, before the
+# rows of several records are mixed in each batch.
+COLUMNAR_RECORD_SHUFFLE = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +103,8 @@ def input_fn(
     ram_budget_bytes: Optional[int] = None,
     threadpool_size: Optional[int] = None,
     transform_output=None,
+    split: Optional[str] = None,
+    columnar_batches: bool = True,
 ) -> tf.data.Dataset:
     """A `tf.data.Dataset` of `(features, label)` batches (or `features` without a label).
 
@@ -118,11 +125,16 @@ def input_fn(
       ram_budget_bytes / threadpool_size: tf.data autotune RAM budget and private thread pool.
       transform_output: a `tft.TFTransformOutput`: parse with its raw spec, then apply its
         Transform graph to each batch; `label_key` and `features` name transformed features.
+      split: with `file_pattern` an Examples artifact folder, the split to read.
+      columnar_batches: read the artifact's columnar batches when `file_pattern` names all the
+        per-row shards of one of its splits (the same tensors, several times faster; see
+        docs/trainer.md#columnar-batches); False: always the per-row records. They are also
+        read per row when `shuffle_buffer` asks for an exact record-level shuffle.
     """
     if isinstance(schema, str):
         schema = schemas.load_schema(schema)
     label_key = label_key if label_key is not None else label_of(schema)
-    parse = _parser(schema, label_key, features, transform_output)
+    spec, finish = _parsing(schema, label_key, features, transform_output)
     config = InputConfig(
         batch_size=batch_size,
         training=training,
@@ -139,26 +151,75 @@ def input_fn(
         ram_budget_bytes=ram_budget_bytes,
         threadpool_size=threadpool_size,
     )
-    files = _files(file_pattern)
+    patterns = [file_pattern] if isinstance(file_pattern, str) else list(file_pattern)
+    if split is not None:  # an Examples artifact folder and a split
+        patterns = [posixpath.join(patterns[0], f"Split-{split}", "*")]
+    files = _files(patterns)
+    payload = (
+        columnar.find_payload(files)
+        if columnar_batches and shuffle_buffer <= 1 and columnar.readable(spec)
+        else None
+    )
+    if payload is not None and len(payload.files) >= config.workers:
+        files = list(payload.files)
+    else:
+        # Fewer files than workers: records are shared out, and a few columnar records (thousands
+        # of rows each) would leave workers without data; per-row blocks are finer.
+        payload = None
     # Fewer files than workers: every worker reads every file and keeps its share of record
     # blocks, in an order all workers agree on (as tf.data's DATA auto-shard policy does).
     shard_records = config.workers > 1 and len(files) < config.workers
     ordered = config.deterministic or not config.training or shard_records
+    if payload is not None:
+        parser = columnar.ChunkParser(payload.layout, spec)
+        records = _records(files, config, ordered)
+        parsed = columnar.batches(
+            records, parser, batch_size, config.training, config.seed, ordered
+        )
+        return _finished(parsed.map(finish), config, ordered)
     blocks = _blocks(files, config, shard_records, ordered)
-    return _batches(blocks, parse, config, ordered)
+    dataset = blocks.rebatch(config.batch_size, drop_remainder=config.training)
+    dataset = dataset.map(
+        lambda serialized: finish(tf.io.parse_example(serialized, spec)),
+        num_parallel_calls=AUTOTUNE,
+        deterministic=ordered,
+    )
+    return _finished(dataset, config, ordered)
 
 
-def _blocks(files, config: InputConfig, shard_records: bool, ordered: bool) -> tf.data.Dataset:
-    """This worker's blocks of `block_size` records, read from the files in parallel: its share
-    of the files, or of the blocks when `shard_records`; shuffled when training."""
+def _file_dataset(files, config: InputConfig, shard_records: bool) -> tf.data.Dataset:
+    """This worker's files (all of them when `shard_records`), shuffled when training."""
     dataset = tf.data.Dataset.from_tensor_slices(files)
     if config.workers > 1 and not shard_records:
         dataset = dataset.shard(config.workers, config.input_context.input_pipeline_id)
     if config.training:  # with record sharding, every worker must shuffle the files alike
         file_seed = 0 if shard_records and config.seed is None else config.seed
         dataset = dataset.shuffle(len(files), seed=file_seed, reshuffle_each_iteration=True)
+    return dataset
+
+
+def _records(files, config: InputConfig, ordered: bool) -> tf.data.Dataset:
+    """This worker's columnar records (its share of the files), read from the files in parallel;
+    shuffled (whole records, `COLUMNAR_RECORD_SHUFFLE` at a time) when training."""
     compression = _compression(files)
-    dataset = dataset.interleave(
+    dataset = _file_dataset(files, config, shard_records=False).interleave(
+        lambda f: tf.data.TFRecordDataset(f, compression_type=compression, buffer_size=8 << 20),
+        cycle_length=config.cycle_length,
+        num_parallel_calls=AUTOTUNE,
+        deterministic=ordered,
+    )
+    if config.training:
+        dataset = dataset.shuffle(
+            COLUMNAR_RECORD_SHUFFLE, seed=config.seed, reshuffle_each_iteration=True
+        )
+    return dataset
+
+
+def _blocks(files, config: InputConfig, shard_records: bool, ordered: bool) -> tf.data.Dataset:
+    """This worker's blocks of `block_size` records, read from the files in parallel: its share
+    of the files, or of the blocks when `shard_records`; shuffled when training."""
+    compression = _compression(files)
+    dataset = _file_dataset(files, config, shard_records).interleave(
         lambda f: tf.data.TFRecordDataset(
             f, compression_type=compression, buffer_size=8 * 1024 * 1024
         ).batch(config.block_size),
@@ -173,10 +234,8 @@ def _blocks(files, config: InputConfig, shard_records: bool, ordered: bool) -> t
     return dataset
 
 
-def _batches(blocks, parse: Callable, config: InputConfig, ordered: bool) -> tf.data.Dataset:
-    """Blocks → parsed batches of `batch_size`, cached, repeated and prefetched as asked."""
-    dataset = blocks.rebatch(config.batch_size, drop_remainder=config.training)
-    dataset = dataset.map(parse, num_parallel_calls=AUTOTUNE, deterministic=ordered)
+def _finished(dataset, config: InputConfig, ordered: bool) -> tf.data.Dataset:
+    """Parsed batches, cached, repeated and prefetched as asked."""
     if config.cache is not None:
         dataset = dataset.cache("" if config.cache == "memory" else config.cache)
         if config.training:
@@ -189,10 +248,10 @@ def _batches(blocks, parse: Callable, config: InputConfig, ordered: bool) -> tf.
     return dataset.prefetch(AUTOTUNE)
 
 
-def _parser(schema, label_key, features, transform_output) -> Callable:
-    """Serialized tf.Examples (a batch) → features (and the label): parsed with the schema's
-    spec (projected first: unused features are never decoded), or with Transform's raw spec
-    and then its graph."""
+def _parsing(schema, label_key, features, transform_output) -> tuple[dict, Callable]:
+    """The spec to parse with (projected: unused features are never decoded), or Transform's raw
+    spec, and the function from its parsed tensors to features (and the label), through the
+    Transform graph when there is one."""
     if transform_output is not None:
         spec = transform_output.raw_feature_spec()
         output_names = list(transform_output.transformed_feature_spec())
@@ -208,8 +267,7 @@ def _parser(schema, label_key, features, transform_output) -> Callable:
     if tft_layer is None:
         spec = {k: v for k, v in spec.items() if k in keep or k == label_key}
 
-    def parse(serialized):
-        parsed = tf.io.parse_example(serialized, spec)
+    def finish(parsed):
         if tft_layer is not None:
             parsed = as_ragged(tft_layer(parsed))
             parsed = {k: v for k, v in parsed.items() if k in keep or k == label_key}
@@ -218,7 +276,7 @@ def _parser(schema, label_key, features, transform_output) -> Callable:
         label = parsed.pop(label_key)
         return parsed, label
 
-    return parse
+    return spec, finish
 
 
 def _shuffled_blocks(dataset, config: InputConfig):

@@ -62,6 +62,13 @@ class ParquetExampleGen(base_beam_component.BaseBeamComponent):
     (`Split-<name>/FeatureStats.pb`), computed while converting (`tfx_tabular.statistics.engine`);
     stock SchemaGen, ExampleValidator and ParquetSchemaGen read it. (`compute_statistics`, its
     old spelling, still works for one release, with a DeprecationWarning.)
+
+    `columnar_batch_rows` (default 8192; 0: off): the same rows also as columnar batch records,
+    `columnar_batch_rows` rows per record, in `columnar/Split-<name>/` with `columnar/columnar.json`
+    (layout version, rows per record, features, rows per split; also the artifact's
+    `columnar_batch_rows` and `columnar_layout_version` properties). Stock components read only
+    the `Split-<name>` folders; `tfx_tabular.input_fn` (TabularTrainer) reads the batches.
+    `table_version`: a Delta Lake version or Iceberg snapshot id to read.
     """
 
     SPEC_CLASS = ParquetExampleGenSpec
@@ -82,10 +89,12 @@ class ParquetExampleGen(base_beam_component.BaseBeamComponent):
         split_by_partition: Optional[str] = None,
         eval_last_partitions: Optional[int] = None,
         decimal_as: Optional[str] = None,
+        table_version: Optional[int] = None,
         compression: Optional[str] = None,
         compression_level: Optional[int] = None,
         num_shards: Optional[int] = None,
         batch_size: Optional[int] = None,
+        columnar_batch_rows: Optional[int] = None,
         compute_example_statistics: Optional[bool] = None,
         **deprecated,
     ):
@@ -122,10 +131,12 @@ class ParquetExampleGen(base_beam_component.BaseBeamComponent):
                 split_by_partition=split_by_partition,
                 eval_last_partitions=eval_last_partitions,
                 decimal_as=decimal_as,
+                table_version=table_version,
                 compression=compression,
                 compression_level=compression_level,
                 num_shards=num_shards,
                 batch_size=batch_size,
+                columnar_batch_rows=columnar_batch_rows,
                 compute_example_statistics=(
                     None if compute_example_statistics is None else int(compute_example_statistics)
                 ),

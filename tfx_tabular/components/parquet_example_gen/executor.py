@@ -12,6 +12,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
+from tfx_tabular.coders import columnar
 from tfx_tabular.components.parameters import resolve
 from tfx_tabular.components.parquet_example_gen import driver, spec
 from tfx_tabular.components.progress import Progress
@@ -58,6 +59,9 @@ def _record(examples, result: convert.ConversionResult, split_names: List[str]) 
     examples.set_string_custom_property("compression", result.compression)
     examples.set_int_custom_property("num_shards", result.num_shards)
     examples.set_float_custom_property("conversion_seconds", result.seconds)
+    if result.columnar_batch_rows:
+        examples.set_int_custom_property("columnar_batch_rows", result.columnar_batch_rows)
+        examples.set_int_custom_property("columnar_layout_version", columnar.LAYOUT_VERSION)
 
 
 class Executor(base_beam_executor.BaseBeamExecutor):

@@ -26,10 +26,15 @@ PARAMETERS = {
     "split_by_partition": Parameter(str),
     "eval_last_partitions": Parameter(int, default=SourceOptions.eval_last_partitions),
     "decimal_as": Parameter(str, default=SourceOptions.decimal_as),
+    # A Delta Lake version or Iceberg snapshot id to read (default: the table's current one).
+    "table_version": Parameter(int),
     "compression": Parameter(str, default=OutputOptions.compression),
     "compression_level": Parameter(int, default=OutputOptions.compression_level),
     "num_shards": Parameter(int, default=OutputOptions.num_shards),
     "batch_size": Parameter(int, default=OutputOptions.batch_size),
+    # Rows per columnar batch record, written beside the per-row Examples (`columnar/`) for
+    # TabularTrainer's input; 0: not written.
+    "columnar_batch_rows": Parameter(int, default=OutputOptions.columnar_batch_rows),
     # 1: also output the example statistics of each split (stock StatisticsGen's artifact,
     # ExampleStatistics), in the same pass.
     "compute_example_statistics": Parameter(int, default=1),

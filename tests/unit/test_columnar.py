@@ -1,0 +1,178 @@
+"""Columnar batch records (`tfx_tabular.coders.columnar`, read by `tfx_tabular.training.columnar`)
+give exactly the tensors the per-row tf.Examples parse to, for every kind of the type mapping."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+import pytest  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from tfx_tabular.coders import columnar, encoding  # noqa: E402
+from tfx_tabular.schemas.parsing import feature_spec  # noqa: E402
+from tfx_tabular.schemas.source import schema_of  # noqa: E402
+from tfx_tabular.source.mapping import features_of  # noqa: E402
+from tfx_tabular.training import columnar as reader  # noqa: E402
+
+ROWS = 53
+
+
+def _table() -> pa.Table:
+    rng = np.random.default_rng(7)
+    n = ROWS
+    null = rng.random(n) < 0.2
+    return pa.table(
+        {
+            "key": pa.array(np.arange(n, dtype=np.int64)),
+            "label": pa.array(rng.integers(0, 2, n)),
+            "count with space": pa.array(rng.integers(0, 9, n), mask=null),
+            "price": pa.array(rng.random(n), mask=np.roll(null, 1)),
+            "name/odd": pa.array(
+                [None if m else f"[v{i}]\x00é".encode() for i, m in enumerate(null)], pa.binary()
+            ),
+            "city": pa.array(
+                ["ab", "cd", None, "ab"] * (n // 4) + ["x"] * (n % 4)
+            ).dictionary_encode(),
+            "when": pa.array(
+                [datetime.datetime(2024, 1, 1) + datetime.timedelta(seconds=i) for i in range(n)],
+                pa.timestamp("us"),
+            ),
+            "amount": pa.array([decimal.Decimal(f"{i}.25") for i in range(n)], pa.decimal128(9, 2)),
+            "history": pa.array(
+                [None if i % 7 == 0 else list(range(i % 4)) for i in range(n)], pa.list_(pa.int64())
+            ),
+            "nested": pa.array(
+                [[[i], [], [i, i + 1]] if i % 3 else ([] if i % 2 else None) for i in range(n)],
+                pa.list_(pa.list_(pa.int64())),
+            ),
+            "point": pa.array(
+                [{"x": float(i), "tags": ["a"] * (i % 3)} for i in range(n)],
+                pa.struct([("x", pa.float64()), ("tags", pa.list_(pa.string()))]),
+            ),
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    table = _table()
+    folder = tmp_path_factory.mktemp("columnar")
+    pq.write_table(table, str(folder / "part.parquet"))
+    schema = schema_of(str(folder), label="label").schema
+    batch = table.combine_chunks().to_batches()[0]
+    features = features_of(batch.schema)
+    per_row = tf.io.parse_example(encoding.encode(batch, features).records(), feature_spec(schema))
+    return batch, features, schema, per_row
+
+
+def _records(batch, features, batch_rows: int, pieces: int) -> tuple[list, columnar.ColumnarLayout]:
+    """Columnar records of `batch`, added in `pieces` row selections as a conversion adds a
+    shard's read batches (split by rows chosen, not slices)."""
+    order = encoding.written_order(features)
+    buffer = columnar.RecordBuffer(order, batch_rows)
+    records = []
+    for rows in np.array_split(np.arange(batch.num_rows), pieces):
+        columns = [fv for _, fv in encoding.feature_columns(batch, features)]
+        records.extend(buffer.add(columns, rows))
+    records.extend(buffer.flush())
+    layout = columnar.layout_of(order, batch_rows, {"train": batch.num_rows})
+    return [r.tobytes()[12:-4] for r in records], layout
+
+
+def _read(records, layout, spec, batch_size: int, shuffle: bool) -> dict:
+    parser = reader.ChunkParser(layout, spec)
+    dataset = reader.batches(
+        tf.data.Dataset.from_tensor_slices(records), parser, batch_size, shuffle, 1, not shuffle
+    )
+    parts: dict = {}
+    for batch in dataset:
+        for name, tensor in batch.items():
+            parts.setdefault(name, []).append(tensor)
+    return {
+        name: tf.sparse.concat(0, ts, expand_nonconcat_dims=True)
+        if isinstance(ts[0], tf.SparseTensor)
+        else tf.concat(ts, 0)
+        for name, ts in parts.items()
+    }
+
+
+def _as_lists(tensor):
+    if isinstance(tensor, tf.SparseTensor):
+        tensor = tf.RaggedTensor.from_sparse(tensor)
+    return tensor.to_list() if isinstance(tensor, tf.RaggedTensor) else tensor.numpy().tolist()
+
+
+@pytest.mark.parametrize(
+    "batch_rows, pieces, batch_size", [(8, 3, 5), (16, 1, 16), (100, 4, 7), (1, 2, 3)]
+)
+def test_columnar_batches_read_as_the_per_row_records_parse(data, batch_rows, pieces, batch_size):
+    batch, features, schema, per_row = data
+    records, layout = _records(batch, features, batch_rows, pieces)
+    assert len(records) == -(-ROWS // batch_rows)
+    got = _read(records, layout, feature_spec(schema), batch_size, shuffle=False)
+    assert set(got) == set(per_row)
+    for name, expected in per_row.items():
+        assert type(got[name]) is type(expected), name
+        assert got[name].dtype == expected.dtype, name
+        assert _as_lists(got[name]) == _as_lists(expected), name
+
+
+def test_shuffled_batches_hold_every_row_once_with_its_own_values(data):
+    batch, features, schema, per_row = data
+    records, layout = _records(batch, features, 8, 2)
+    got = _read(records, layout, feature_spec(schema), 5, shuffle=True)
+    keys = (
+        got["key"].numpy().ravel().tolist()
+        if not isinstance(got["key"], tf.RaggedTensor)
+        else [row[0] for row in got["key"].to_list()]
+    )
+    assert sorted(keys) != keys and sorted(keys) == list(range(ROWS))
+    expected = _as_lists(per_row["nested"])
+    assert _as_lists(got["nested"]) == [expected[k] for k in keys]
+
+
+def test_var_len_features_come_as_sparse_tensors_as_parse_example_gives_them(data):
+    batch, features, _, _ = data
+    spec = {"history": tf.io.VarLenFeature(tf.int64), "city": tf.io.VarLenFeature(tf.string)}
+    records, layout = _records(batch, features, 8, 1)
+    got = _read(records, layout, spec, 10, shuffle=False)
+    per_row = tf.io.parse_example(encoding.encode(batch, features).records(), spec)
+    for name in spec:
+        assert isinstance(got[name], tf.SparseTensor)
+        assert tf.sparse.to_dense(got[name]).numpy().tolist() == (
+            tf.sparse.to_dense(per_row[name]).numpy().tolist()
+        )
+
+
+def test_columnar_records_are_smaller_than_the_per_row_records(data):
+    batch, features, _, _ = data
+    records, _ = _records(batch, features, ROWS, 1)
+    assert len(records[0]) < len(encoding.encode(batch, features).buffer)
+
+
+def test_a_layout_of_another_version_is_refused_naming_the_file():
+    layout = columnar.layout_of([], 8, {"train": 1})
+    text = layout.to_json().replace('"layout_version": 1', '"layout_version": 99')
+    with pytest.raises(ValueError, match="gs://b/columnar/columnar.json.*version 99"):
+        columnar.ColumnarLayout.from_json(text, "gs://b/columnar/columnar.json")
+
+
+def test_uniform_partitions_and_sparse_features_are_read_per_row():
+    assert reader.readable({"a": tf.io.RaggedFeature(tf.int64)})
+    assert not reader.readable(
+        {"a": tf.io.RaggedFeature(tf.int64, partitions=[tf.io.RaggedFeature.UniformRowLength(2)])}
+    )
+    assert not reader.readable({"a": tf.io.SparseFeature("i", "v", tf.float32, 4)})
+
+
+def test_chunks_hold_whole_batches_where_the_sizes_allow():
+    assert reader.chunk_records(8192, 1024) == 4  # 32,768 rows: 32 batches
+    assert reader.chunk_records(8192, 65536) % 8 == 0
+    assert reader.chunk_records(4096, 3000) * 4096 >= 32768
