@@ -81,7 +81,11 @@ def test_gs_output_has_the_row_counts_and_shards(converted):
     published = {n for n in converted.names if TEMP_DIR not in n}
     assert published == {
         f"out/Split-{name}/{plan.shard_name(i, 2, options)}" for name in SPLITS for i in range(2)
-    } | {f"out/{SOURCE_METADATA_FILE}", f"out/{PUBLISHED_MARKER}"}
+    } | {f"out/{SOURCE_METADATA_FILE}", f"out/{PUBLISHED_MARKER}"} | {
+        f"out/columnar/Split-{name}/{plan.columnar_shard_name(i, 2, options)}"
+        for name in SPLITS
+        for i in range(2)
+    } | {"out/columnar/columnar.json"}
 
 
 def test_gs_records_read_back_equal_a_local_conversion(converted):
