@@ -4,8 +4,9 @@ DEMO_ROWS ?= 200000
 DEMO_DIR ?= out/demo
 BENCH_ROWS ?= 1000000
 BENCH_REPEATS ?= 2
-# `make test` runs in this many pytest-xdist workers: one per core here.
-TEST_WORKERS ?= 2
+# `make test` runs in this many pytest-xdist workers: one more than the cores here, since many
+# tests wait on subprocesses, servers and files rather than compute.
+TEST_WORKERS ?= 3
 
 .PHONY: setup demo test test-fast lint format bench lock clean
 

@@ -24,7 +24,9 @@ COMPILING = "compiling the conversion's kernels"
 
 
 def _image_env(cache: pathlib.Path) -> dict:
-    return dict(os.environ, NUMBA_CACHE_DIR=str(cache), **PORTABLE_TARGET)
+    # Not the progress switch: an in-process `--quiet` CLI test in this worker may have set it.
+    env = {k: v for k, v in os.environ.items() if k != "TFX_TABULAR_PROGRESS"}
+    return dict(env, NUMBA_CACHE_DIR=str(cache), **PORTABLE_TARGET)
 
 
 def _listing(folder: pathlib.Path) -> dict:

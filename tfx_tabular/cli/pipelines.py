@@ -67,9 +67,9 @@ def _add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
         nargs="?",
         const="ours",
         choices=EXAMPLE_STATISTICS_SOURCES,
-        help="add example statistics + stock ExampleValidator: ours (the default; computed "
-        "while converting, and the schema built from them) or stock (StatisticsGen, a second "
-        "pass)",
+        help="add stock ExampleValidator on the example statistics: ours (the default; "
+        "computed while converting) or stock (StatisticsGen, a second pass). Without the flag "
+        "ours are still computed and the schema (a string label's classes) is built from them",
     )
     add_deprecated_flag(p, "--with-statistics", statistics)
     p.add_argument(
