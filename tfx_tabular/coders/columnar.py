@@ -22,7 +22,7 @@ from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
-from tfx_tabular.coders.encoding import FeatureValues, encode_columns
+from tfx_tabular.coders.encoding import FeatureValues, encode_columns, rows_of
 from tfx_tabular.source.mapping import Feature, Kind
 
 LAYOUT_VERSION = 1
@@ -145,16 +145,6 @@ def concat(pieces: Sequence[FeatureValues]) -> FeatureValues:
     )
 
 
-def slice_rows(fv: FeatureValues, start: int, stop: int) -> FeatureValues:
-    """Rows [start, stop) of a compacted feature."""
-    low, high = int(fv.row_splits[start]), int(fv.row_splits[stop])
-    splits = fv.row_splits[start : stop + 1] - low
-    valid = fv.valid[start:stop]
-    if fv.data is None:
-        return FeatureValues(splits, valid, fv.values[low:high])
-    return FeatureValues(splits, valid, fv.values, fv.data, fv.codes[low:high])
-
-
 _VALID = np.ones(1, bool)
 _ONE_ROW = np.array([0, 1], np.int64)
 
@@ -219,8 +209,8 @@ class RecordBuffer:
             count = len(piece[0].valid)
             if taken + count > rows:
                 cut = rows - taken
-                rest.insert(0, [slice_rows(fv, cut, count) for fv in piece])
-                piece, count = [slice_rows(fv, 0, cut) for fv in piece], cut
+                rest.insert(0, [rows_of(fv, cut, count) for fv in piece])
+                piece, count = [rows_of(fv, 0, cut) for fv in piece], cut
             head.append(piece)
             taken += count
         record = encode_record(self._features, [concat(c) for c in zip(*head, strict=True)])

@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Optional, TextIO
 
-QUIET_VARIABLE = "TFX_TABULAR_PROGRESS"
+from tfx_tabular.conversion.convert import QUIET_VARIABLE
 
 
 def _duration(seconds: float) -> str:
