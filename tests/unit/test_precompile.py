@@ -39,7 +39,7 @@ def test_watching_compiles_calls_back_once_at_the_first_compilation():
 
 def test_the_compile_notice_follows_quiet():
     """The conversion's compile notice reads --quiet's variable by name (a lower layer)."""
-    from tfx_tabular.components.progress import QUIET_VARIABLE
     from tfx_tabular.conversion import convert
+    from tfx_tabular.runners.progress import QUIET_VARIABLE
 
     assert convert.QUIET_VARIABLE == QUIET_VARIABLE

@@ -168,7 +168,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     configure_logging(args.verbose, args.quiet)
     print_deprecation_notes(args)
     if args.quiet:
-        from tfx_tabular.components.progress import QUIET_VARIABLE
+        from tfx_tabular.runners.progress import QUIET_VARIABLE
 
         os.environ[QUIET_VARIABLE] = "off"  # the components this command runs stay quiet too
     with _stdout_for_json(args.json) as stdout, signals.handled():  # SIGTERM as Ctrl-C

@@ -164,8 +164,8 @@ def _check_conversion_names(args, partition_filter: dict, partition_types: dict)
 
 
 def cmd_convert(args) -> dict:
-    from tfx_tabular.components.progress import Progress
     from tfx_tabular.conversion import convert, plan
+    from tfx_tabular.runners.progress import Progress
 
     buckets = key_values(args.split_buckets, "--split-buckets")
     for name, count in buckets.items():

@@ -21,6 +21,7 @@ from tfx_tabular.conversion.publish import ConversionResult, publish
 from tfx_tabular.conversion.staging import PUBLISHED_MARKER, Staging
 from tfx_tabular.conversion.transform import WriteExamples, watching
 from tfx_tabular.runners import interrupts
+from tfx_tabular.runners.progress import QUIET_VARIABLE
 from tfx_tabular.runners.workers import check_sdk_workers
 from tfx_tabular.source.parquet import Dataset, InputError
 from tfx_tabular.statistics.precompile import compile_kernels
@@ -28,9 +29,6 @@ from tfx_tabular.statistics.precompile import compile_kernels
 # Threads, not processes: the encoder kernels, Arrow's readers and file writes all release the GIL,
 # so one thread per core scales like worker processes without their start-up in every run.
 DIRECT_RUNNER_DEFAULTS = ["--direct_running_mode=multi_threading", "--direct_num_workers=0"]
-# "off" under --quiet: the progress display and the compile notice stay silent (read by
-# components.progress too, and set by the CLI for the components a command runs).
-QUIET_VARIABLE = "TFX_TABULAR_PROGRESS"
 STOP_SECONDS = 3.0  # for an interrupted run's writers to stop before its staging folder goes
 
 

@@ -1,3 +1,4 @@
-"""Beam runner support: the pre-flight check of a portable runner's external SDK workers
-(`workers`) and a local SDK worker pool that runs this Python (`worker_pool`).
+"""Running long work: the pre-flight check of a portable Beam runner's external SDK workers
+(`workers`), a local SDK worker pool that runs this Python (`worker_pool`), what Ctrl-C/SIGTERM
+may and may not stop (`interrupts`) and progress shown to people (`progress`).
 """

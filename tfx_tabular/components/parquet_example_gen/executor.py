@@ -15,8 +15,8 @@ from tfx.utils import proto_utils
 from tfx_tabular.coders import columnar
 from tfx_tabular.components.parameters import resolve
 from tfx_tabular.components.parquet_example_gen import driver, spec
-from tfx_tabular.components.progress import Progress
 from tfx_tabular.conversion import convert, plan
+from tfx_tabular.runners.progress import Progress
 
 
 def _plan(exec_properties: Dict[str, Any]) -> tuple:

@@ -16,8 +16,8 @@ from tfx.utils import json_utils, path_utils, proto_utils
 
 from tfx_tabular import schemas
 from tfx_tabular.components.parameters import resolve
-from tfx_tabular.components.progress import Progress
 from tfx_tabular.components.tabular_trainer import spec, user_code
+from tfx_tabular.runners.progress import Progress
 from tfx_tabular.training.config import TrainingConfig
 
 

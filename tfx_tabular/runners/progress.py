@@ -9,7 +9,9 @@ import sys
 import time
 from typing import Optional, TextIO
 
-from tfx_tabular.conversion.convert import QUIET_VARIABLE
+# "off" under --quiet: the progress display and the conversion's compile notice stay silent (the
+# CLI sets it for the components a command runs, which may run in other processes).
+QUIET_VARIABLE = "TFX_TABULAR_PROGRESS"
 
 
 def _duration(seconds: float) -> str:
