@@ -119,6 +119,13 @@ MATRIX = [
         "pb",
     ),
     ("run --data-root {data} --pipeline-root {out}/r --split-by-partition d", 1, ["'d'"], "day"),
+    ("run --data-root {data} --pipeline-root {out}/r --columns plan,x", 2, ["leaves out"], None),
+    (
+        "run --data-root {data} --pipeline-root {out}/r --columns label,pln",
+        1,
+        ["'plan'?"],
+        "--columns takes",
+    ),
     ("run --data-root {data} --pipeline-root {out}/r --epochs 0", 2, ["--epochs"], None),
     # demo
     ("demo --workdir {read_only}/demo", 1, ["--workdir", "not writable"], "permissions"),
@@ -144,6 +151,13 @@ MATRIX = [
         "--training-job-region us-central1",
         2,
         ["without --training-job-project"],
+        None,
+    ),
+    (
+        "compile --target vertex --data-root gs://b/d --pipeline-root gs://b/r --image i -o {out}/p "
+        "--columns I1,C1",
+        2,
+        ["--columns leaves out the label 'label'"],
         None,
     ),
     # submit

@@ -13,6 +13,7 @@ import re
 
 import pytest
 import yaml
+from conftest import FEW_COLUMNS
 
 from tfx_tabular import cli
 from tfx_tabular.demo import criteo
@@ -283,6 +284,7 @@ def compiled_run(tmp_path_factory) -> dict:
         "compiled",
         "gs://not-used/root",
         data,
+        columns=FEW_COLUMNS,
         batch_size=32,
         epochs=1,
         task="binary",
@@ -565,6 +567,7 @@ def test_compiled_pipeline_on_gs_runs_under_the_kfp_launcher_end_to_end(tmp_path
         "kfp-gs",
         f"gs://{tf_gcs.name}/compiled-root",
         f"gs://{tf_gcs.name}/data",
+        columns=FEW_COLUMNS,
         task="binary",
         epochs=1,
         batch_size=64,

@@ -14,7 +14,7 @@ import time
 
 import pytest
 import tensorflow as tf
-from conftest import convert_to_examples
+from conftest import convert_to_examples, few_features
 from tfx.utils import io_utils
 
 from tfx_tabular import input_fn
@@ -32,10 +32,15 @@ def examples(tmp_path_factory):
     out = str(root / "examples")
     convert_to_examples(str(root / "data"), out, num_shards=4)
     schema_path = str(root / "schema.pbtxt")
-    io_utils.write_pbtxt_file(
-        schema_path, infer_schema(parquet.read_source_metadata(out), label="label")
-    )
+    schema = infer_schema(parquet.read_source_metadata(out), label="label")
+    io_utils.write_pbtxt_file(schema_path, schema)
+    io_utils.write_pbtxt_file(_worker_schema(schema_path), few_features(schema))
     return out, schema_path
+
+
+def _worker_schema(schema_path: str) -> str:
+    """The schema the training processes use: a few features (see conftest.FEW_COLUMNS)."""
+    return os.path.join(os.path.dirname(schema_path), "few.pbtxt")
 
 
 def test_input_fn_batches_projects_and_splits_the_label(examples):
@@ -130,7 +135,7 @@ def _run_worker(examples, tmp_path, kind, steps_per_epoch=6, epochs=2, env=None,
             sys.executable,
             WORKER,
             out,
-            schema_path,
+            _worker_schema(schema_path),
             str(tmp_path / name),
             str(tmp_path / f"{name}-model"),
             kind,
@@ -171,7 +176,7 @@ def test_multi_worker_mirrored_strategy_two_processes_on_loopback(examples, tmp_
                     sys.executable,
                     WORKER,
                     out,
-                    schema_path,
+                    _worker_schema(schema_path),
                     str(tmp_path / "run"),
                     str(tmp_path / "model"),
                     "multi_worker",
@@ -199,7 +204,7 @@ def test_trainer_killed_mid_training_resumes_with_the_same_total_steps(examples,
         sys.executable,
         WORKER,
         out,
-        schema_path,
+        _worker_schema(schema_path),
         str(tmp_path / "run"),
         str(tmp_path / "model"),
         "default",

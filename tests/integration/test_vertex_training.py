@@ -15,7 +15,7 @@ import types
 
 import pytest
 import tensorflow as tf
-from conftest import convert_to_examples
+from conftest import convert_to_examples, few_features
 from google.auth import credentials as auth_credentials
 from google.cloud import aiplatform_v1
 from tfx.extensions.google_cloud_ai_platform import runner, training_clients
@@ -133,7 +133,7 @@ def trainer_run(tmp_path, monkeypatch):
     schema.uri = str(tmp_path / "schema")
     io_utils.write_pbtxt_file(
         os.path.join(schema.uri, "schema.pbtxt"),
-        infer_schema(parquet.read_source_metadata(out), label="label"),
+        few_features(infer_schema(parquet.read_source_metadata(out), label="label")),
     )
     model, model_run = standard_artifacts.Model(), standard_artifacts.ModelRun()
     model.uri, model_run.uri = str(tmp_path / "model"), str(tmp_path / "model_run")

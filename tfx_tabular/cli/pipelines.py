@@ -17,6 +17,7 @@ from tfx_tabular.cli.common import (
     add_deprecated_flag,
     check_names,
     check_writable,
+    csv,
     key_values,
     non_negative_int,
     positive_int,
@@ -35,6 +36,12 @@ def _add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
         help="the pipeline's name (its ML Metadata context, and the compiled pipeline's name)",
     )
     p.add_argument("--label", default="label", help="the label column the model learns")
+    p.add_argument(
+        "--columns",
+        type=csv,
+        metavar="COLUMN,...",
+        help="convert and train on only these columns, the label among them (default: all)",
+    )
     p.add_argument(
         "--task",
         choices=TASKS,
@@ -103,6 +110,7 @@ def _create_pipeline(
         pipeline_root,
         data_root,
         label=args.label,
+        columns=args.columns,
         task=args.task,
         metadata_path=metadata_path,
         split_by_partition=args.split_by_partition,
@@ -199,14 +207,29 @@ def _facets_page(statistics_uri: str, pipeline_root: str) -> str:
     return output
 
 
+def _check_label_kept(args) -> None:
+    if args.columns and args.label not in args.columns:
+        raise UsageError(
+            f"--columns leaves out the label {args.label!r}: add it, or change --label"
+        )
+
+
 def _check_pipeline_inputs(args, data_root: str) -> None:
     """What the pipeline reads from the command line, checked before TFX loads: the columns
     --label and --split-by-partition name (the data root's footers), a --curated-schema that
     is a schema."""
     from tfx_tabular.cli.data import load_schema_file
 
+    if args.columns and args.label not in args.columns:
+        raise UsageError(
+            f"--columns leaves out the label {args.label!r}: add it, or change --label"
+        )
     by_partition = [args.split_by_partition] if args.split_by_partition else []
-    check_names(data_root, {"--label": [args.label]}, {"--split-by-partition": by_partition})
+    check_names(
+        data_root,
+        {"--label": [args.label], "--columns": args.columns or []},
+        {"--split-by-partition": by_partition},
+    )
     if args.curated_schema and "://" not in args.curated_schema:
         load_schema_file(args.curated_schema, "--curated-schema")
 
@@ -277,6 +300,7 @@ def cmd_compile(args) -> dict:
     from tfx_tabular.pipelines import kubeflow
 
     check_writable(args.output, "--output")
+    _check_label_kept(args)
     vertex_training = _vertex_training(args)
     # The tasks read the data root, not this machine: it is checked only where it is here too.
     if _is_local_folder(args.data_root):

@@ -67,6 +67,7 @@ class PipelineConfig:
     pipeline_root: str
     data_root: str
     label: str = "label"
+    columns: Optional[Sequence[str]] = None
     task: Optional[str] = None
     metadata_path: Optional[str] = None
     split_by_partition: Optional[str] = None
@@ -86,6 +87,12 @@ class PipelineConfig:
     beam_pipeline_args: Sequence[str] = ()
     enable_cache: bool = True
     vertex_training: Any = None
+
+    def __post_init__(self):
+        if self.columns and self.label not in self.columns:
+            raise ValueError(
+                f"columns {list(self.columns)} leave out the label {self.label!r}: add it"
+            )
 
     @property
     def example_statistics_source(self) -> Optional[str]:
@@ -114,6 +121,7 @@ def create_pipeline(
     data_root: str,
     *,
     label: str = "label",
+    columns: Optional[Sequence[str]] = None,
     task: Optional[str] = None,
     metadata_path: Optional[str] = None,
     split_by_partition: Optional[str] = None,
@@ -138,7 +146,9 @@ def create_pipeline(
     """A `tfx.dsl.Pipeline`. `metadata_path` (a SQLite file) is for local runs; compiled Kubeflow
     and Vertex pipelines use their platform's ML Metadata and leave it None. `vertex_training` (a
     `VertexTraining`) makes the Trainer task launch a Vertex AI custom training job. Parameters
-    left None take the components' defaults (their `spec.py`). `task` (binary, multiclass,
+    left None take the components' defaults (their `spec.py`). `columns` (default: all) are the
+    columns ParquetExampleGen converts, the label among them, and so the features the model
+    sees. `task` (binary, multiclass,
     regression; default: the one the label implies) sets the Trainer's head and the Evaluator's
     metrics (a binary model is blessed when its AUC is at least 0.5). ParquetExampleGen computes
     example statistics while converting, and ParquetSchemaGen builds a schema that holds on every
@@ -199,6 +209,7 @@ def _data_components(config: PipelineConfig) -> list:
     source = config.example_statistics_source
     example_gen = ParquetExampleGen(
         input_base=config.data_root,
+        columns=list(config.columns) if config.columns else None,
         split_by_partition=config.split_by_partition,
         eval_last_partitions=config.eval_last_partitions,
         compute_example_statistics=source == "ours",  # nobody reads them otherwise
