@@ -72,17 +72,19 @@ def data(tmp_path_factory):
     return batch, features, schema, per_row
 
 
-def _records(batch, features, batch_rows: int, pieces: int) -> tuple[list, columnar.ColumnarLayout]:
+def _records(
+    batch, features, batch_rows: int, pieces: int, slice_rows: int = columnar.SLICE_ROWS
+) -> tuple[list, columnar.ColumnarLayout]:
     """Columnar records of `batch`, added in `pieces` row selections as a conversion adds a
     shard's read batches (split by rows chosen, not slices)."""
     order = encoding.written_order(features)
-    buffer = columnar.RecordBuffer(order, batch_rows)
+    buffer = columnar.RecordBuffer(order, batch_rows, slice_rows)
     records = []
     for rows in np.array_split(np.arange(batch.num_rows), pieces):
         columns = [fv for _, fv in encoding.feature_columns(batch, features)]
         records.extend(buffer.add(columns, rows))
     records.extend(buffer.flush())
-    layout = columnar.layout_of(order, batch_rows, {"train": batch.num_rows})
+    layout = columnar.layout_of(order, batch_rows, {"train": batch.num_rows}, slice_rows)
     return [r.tobytes()[12:-4] for r in records], layout
 
 
@@ -110,11 +112,14 @@ def _as_lists(tensor):
 
 
 @pytest.mark.parametrize(
-    "batch_rows, pieces, batch_size", [(8, 3, 5), (16, 1, 16), (100, 4, 7), (1, 2, 3)]
+    "batch_rows, pieces, batch_size, slice_rows",
+    [(8, 3, 5, 512), (16, 1, 16, 512), (100, 4, 7, 512), (1, 2, 3, 512), (10, 2, 4, 3)],
 )
-def test_columnar_batches_read_as_the_per_row_records_parse(data, batch_rows, pieces, batch_size):
+def test_columnar_batches_read_as_the_per_row_records_parse(
+    data, batch_rows, pieces, batch_size, slice_rows
+):
     batch, features, schema, per_row = data
-    records, layout = _records(batch, features, batch_rows, pieces)
+    records, layout = _records(batch, features, batch_rows, pieces, slice_rows)
     assert len(records) == -(-ROWS // batch_rows)
     got = _read(records, layout, feature_spec(schema), batch_size, shuffle=False)
     assert set(got) == set(per_row)
@@ -138,6 +143,25 @@ def test_shuffled_batches_hold_every_row_once_with_its_own_values(data):
     assert _as_lists(got["nested"]) == [expected[k] for k in keys]
 
 
+def test_sliced_batches_mix_records_and_hold_every_row_once_with_its_own_values(data):
+    """A batch size that is a multiple of the slice rows: each batch is one slice of several
+    records, parsed at once."""
+    batch, features, schema, per_row = data
+    records, layout = _records(batch, features, 8, 1, slice_rows=2)
+    assert layout.slices == 4
+    parser = reader.ChunkParser(layout, feature_spec(schema))
+    dataset = reader.batches(tf.data.Dataset.from_tensor_slices(records), parser, 6, True, 1, False)
+    expected = _as_lists(per_row["nested"])
+    seen = []
+    for got in dataset:
+        keys = [row[0] for row in _as_lists(got["key"])]
+        # A whole batch: two neighbouring rows from each of three records.
+        assert len(keys) < 6 or len({k // 8 for k in keys}) == 3, keys
+        assert _as_lists(got["nested"]) == [expected[k] for k in keys]
+        seen += keys
+    assert sorted(seen) == list(range(ROWS)) and seen != sorted(seen)
+
+
 def test_var_len_features_come_as_sparse_tensors_as_parse_example_gives_them(data):
     batch, features, _, _ = data
     spec = {"history": tf.io.VarLenFeature(tf.int64), "city": tf.io.VarLenFeature(tf.string)}
@@ -159,7 +183,9 @@ def test_columnar_records_are_smaller_than_the_per_row_records(data):
 
 def test_a_layout_of_another_version_is_refused_naming_the_file():
     layout = columnar.layout_of([], 8, {"train": 1})
-    text = layout.to_json().replace('"layout_version": 1', '"layout_version": 99')
+    version = f'"layout_version": {columnar.LAYOUT_VERSION}'
+    text = layout.to_json().replace(version, '"layout_version": 99')
+    assert text != layout.to_json()
     with pytest.raises(ValueError, match="gs://b/columnar/columnar.json.*version 99"):
         columnar.ColumnarLayout.from_json(text, "gs://b/columnar/columnar.json")
 

@@ -21,6 +21,8 @@ from tfx_tabular.coders import columnar
 from tfx_tabular.source.mapping import Kind
 
 _DTYPES = {Kind.INT: tf.int64, Kind.FLOAT: tf.float32, Kind.BYTES: tf.string}
+# (records, slice) pairs shuffled before parsing, in `_sliced_batches`: a few chunks' worth.
+SLICE_SHUFFLE = 64
 _SPLIT_FOLDER = re.compile(r"^(?P<uri>.*?)/?Split-(?P<split>[^/]+)$")
 
 
@@ -86,47 +88,82 @@ def _keys_of(spec: dict, names: dict) -> dict:
 
 class ChunkParser:
     """Serialized columnar records (a batch of them) → each needed feature as a RaggedTensor of
-    rows, then the spec's tensors over all those rows."""
+    rows (of one slice of each record, or of the whole records), then the spec's tensors."""
 
     def __init__(self, layout: columnar.ColumnarLayout, spec: dict):
         self._spec = spec
-        self.batch_rows = layout.batch_rows
+        self.batch_rows, self.slice_rows, self.slices = (
+            layout.batch_rows,
+            layout.slice_rows,
+            layout.slices,
+        )
         self._index = {name: i for i, (name, _, _) in enumerate(layout.features)}
         self._kinds = {name: kind for name, kind, _ in layout.features}
         self._lengths = {name: getattr(tf, dtype) for name, _, dtype in layout.features}
         self._keys = _keys_of(spec, self._index)
-        needed = sorted({k for ks in self._keys.values() for k in ks})
-        self._parse_spec = {}
-        for name in needed:
-            i = self._index[name]
-            dtype = _DTYPES[Kind(self._kinds[name])]
-            self._parse_spec[columnar.values_key(i)] = tf.io.RaggedFeature(
+        self.needed = sorted({k for ks in self._keys.values() for k in ks})
+
+    def _slice_spec(self, slice_index: int) -> dict:
+        spec = {}
+        for name in self.needed:
+            i, dtype = self._index[name], _DTYPES[Kind(self._kinds[name])]
+            spec[columnar.values_key(i, slice_index)] = tf.io.RaggedFeature(
                 dtype, row_splits_dtype=tf.int64
             )
-            self._parse_spec[columnar.lengths_key(i)] = tf.io.FixedLenFeature([], tf.string)
-        self.needed = needed
+            # A record's last slices may be missing (a shorter record): no rows.
+            spec[columnar.lengths_key(i, slice_index)] = tf.io.FixedLenFeature(
+                [], tf.string, default_value=b""
+            )
+        return spec
+
+    def _ragged(self, name: str, values, lengths) -> tf.RaggedTensor:
+        """Rows of `name` from its values and its records' length bytes (one decode for all)."""
+        lengths = tf.io.decode_raw(
+            tf.strings.reduce_join(lengths), self._lengths[name], little_endian=True
+        )
+        return tf.RaggedTensor.from_row_lengths(values, tf.cast(lengths, tf.int64), validate=False)
+
+    def slice_rows_of(self, serialized, slice_index) -> dict:
+        """Each needed feature → RaggedTensor [rows, None]: the rows of slice `slice_index` (a
+        scalar tensor) of every record, record after record (one parse, no copy after it)."""
+
+        def parse(s: int):
+            parsed = tf.io.parse_example(serialized, self._slice_spec(s))
+            return {
+                name: self._ragged(
+                    name,
+                    parsed[columnar.values_key(self._index[name], s)].values,
+                    parsed[columnar.lengths_key(self._index[name], s)],
+                )
+                for name in self.needed
+            }
+
+        branches = [lambda s=s: parse(s) for s in range(self.slices)]
+        return tf.switch_case(tf.cast(slice_index, tf.int32), branches)
 
     def rows(self, serialized) -> dict:
-        """Each needed feature → RaggedTensor [rows, None]: each row's list, as in its per-row record."""
-        parsed = tf.io.parse_example(serialized, self._parse_spec)
+        """Each needed feature → RaggedTensor [rows, None]: the records' rows in order, each row's
+        list as in its per-row record."""
+        spec = {}
+        for s in range(self.slices):
+            spec.update(self._slice_spec(s))
+        parsed = tf.io.parse_example(serialized, spec)
         out = {}
         for name in self.needed:
             i = self._index[name]
-            # The records' length bytes joined: one decode for the whole chunk.
-            lengths = tf.io.decode_raw(
-                tf.strings.reduce_join(parsed[columnar.lengths_key(i)]),
-                self._lengths[name],
-                little_endian=True,
+            # Per record, its slices one after the other.
+            values = tf.concat(
+                [parsed[columnar.values_key(i, s)] for s in range(self.slices)], axis=1
             )
-            out[name] = tf.RaggedTensor.from_row_lengths(
-                parsed[columnar.values_key(i)].values, tf.cast(lengths, tf.int64), validate=False
+            lengths = tf.strings.join(
+                [parsed[columnar.lengths_key(i, s)] for s in range(self.slices)]
             )
+            out[name] = self._ragged(name, values.values, lengths)
         return out
 
-    def tensors(self, serialized) -> dict:
-        """The spec's tensors over the records' rows (what `tf.io.parse_example` gives per-row
-        records), but VarLenFeatures still ragged: see `finish`."""
-        rows = self.rows(serialized)
+    def tensors(self, rows: dict) -> dict:
+        """The spec's tensors over `rows` (what `tf.io.parse_example` gives per-row records),
+        but VarLenFeatures still ragged: see `finish`."""
         return {name: self._tensor(name, entry, rows) for name, entry in self._spec.items()}
 
     def finish(self, tensors: dict) -> dict:
@@ -241,6 +278,24 @@ def chunk_records(batch_rows: int, batch_size: int, target_rows: int = 32_768) -
     return count
 
 
+def _sliced_batches(records, parser: ChunkParser, batch_size: int, seed, ordered: bool):
+    """Training batches of a multiple of the slice rows: slice s of `batch_size / slice_rows`
+    records parsed at once is a batch, mixing those records' rows with no copy; the (records,
+    slice) pairs are shuffled so that consecutive batches come from different records."""
+    count = batch_size // parser.slice_rows
+    pairs = records.batch(count).flat_map(
+        lambda serialized: tf.data.Dataset.range(parser.slices).map(lambda s: (serialized, s))
+    )
+    pairs = pairs.shuffle(SLICE_SHUFFLE, seed=seed, reshuffle_each_iteration=True)
+    batches = pairs.map(
+        lambda serialized, s: parser.finish(parser.tensors(parser.slice_rows_of(serialized, s))),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=ordered,
+    )
+    # A file's last record may hold fewer slices: their batches are empty.
+    return batches.filter(lambda t: _rows_of(t) > 0)
+
+
 def batches(
     records: tf.data.Dataset,
     parser: ChunkParser,
@@ -249,12 +304,16 @@ def batches(
     seed: Optional[int],
     ordered: bool,
 ) -> tf.data.Dataset:
-    """Columnar records → batches of `batch_size` rows of the spec's tensors: records parsed a
-    chunk at a time, rows shuffled within the chunk when asked; a chunk whose rows do not fill
-    its last batch ends with a shorter one (no row is dropped or carried over)."""
+    """Columnar records → batches of `batch_size` rows of the spec's tensors. Training with a
+    batch size that is a multiple of the slice rows: `_sliced_batches`. Otherwise records are
+    parsed a chunk at a time, rows shuffled within the chunk when asked; a chunk whose rows do
+    not fill its last batch ends with a shorter one (no row is dropped or carried over)."""
+    if shuffle and batch_size % parser.slice_rows == 0:
+        return _sliced_batches(records, parser, batch_size, seed, ordered)
 
     def chunk(serialized):
-        return split_chunk(parser.tensors(serialized), batch_size, shuffle, seed)
+        tensors = parser.tensors(parser.rows(serialized))
+        return split_chunk(tensors, batch_size, shuffle, seed)
 
     chunks = records.batch(chunk_records(parser.batch_rows, batch_size)).map(
         chunk, num_parallel_calls=tf.data.AUTOTUNE, deterministic=ordered
