@@ -116,29 +116,34 @@ class ChunkParser:
             )
         return spec
 
-    def _ragged(self, name: str, values, lengths) -> tf.RaggedTensor:
-        """Rows of `name` from its values and its records' length bytes (one decode for all)."""
-        lengths = tf.io.decode_raw(
-            tf.strings.reduce_join(lengths), self._lengths[name], little_endian=True
+    def _ragged(self, values: dict, lengths: dict) -> dict:
+        """Each needed feature's rows from its values and its records' length bytes: the
+        features whose lengths share a dtype are decoded together, a few ops for all of them
+        (their records hold the same rows, so their joined length bytes are equally long)."""
+        out = {}
+        for dtype in sorted({self._lengths[n] for n in self.needed}, key=lambda d: d.name):
+            names = [name for name in self.needed if self._lengths[name] == dtype]
+            joined = tf.strings.reduce_join(tf.stack([lengths[n] for n in names]), axis=1)
+            counts = tf.cast(tf.io.decode_raw(joined, dtype, little_endian=True), tf.int64)
+            splits = tf.pad(tf.cumsum(counts, axis=1), [[0, 0], [1, 0]])
+            for name, row_splits in zip(names, tf.unstack(splits, num=len(names)), strict=True):
+                out[name] = tf.RaggedTensor.from_row_splits(
+                    values[name], row_splits, validate=False
+                )
+        return out
+
+    def _parse_slice(self, serialized, s: int) -> dict:
+        parsed = tf.io.parse_example(serialized, self._slice_spec(s))
+        keys = {name: self._index[name] for name in self.needed}
+        return self._ragged(
+            {n: parsed[columnar.values_key(i, s)].values for n, i in keys.items()},
+            {n: parsed[columnar.lengths_key(i, s)] for n, i in keys.items()},
         )
-        return tf.RaggedTensor.from_row_lengths(values, tf.cast(lengths, tf.int64), validate=False)
 
     def slice_rows_of(self, serialized, slice_index) -> dict:
         """Each needed feature → RaggedTensor [rows, None]: the rows of slice `slice_index` (a
         scalar tensor) of every record, record after record (one parse, no copy after it)."""
-
-        def parse(s: int):
-            parsed = tf.io.parse_example(serialized, self._slice_spec(s))
-            return {
-                name: self._ragged(
-                    name,
-                    parsed[columnar.values_key(self._index[name], s)].values,
-                    parsed[columnar.lengths_key(self._index[name], s)],
-                )
-                for name in self.needed
-            }
-
-        branches = [lambda s=s: parse(s) for s in range(self.slices)]
+        branches = [lambda s=s: self._parse_slice(serialized, s) for s in range(self.slices)]
         return tf.switch_case(tf.cast(slice_index, tf.int32), branches)
 
     def rows(self, serialized) -> dict:
@@ -148,18 +153,17 @@ class ChunkParser:
         for s in range(self.slices):
             spec.update(self._slice_spec(s))
         parsed = tf.io.parse_example(serialized, spec)
-        out = {}
+        values, lengths = {}, {}
         for name in self.needed:
             i = self._index[name]
             # Per record, its slices one after the other.
-            values = tf.concat(
+            values[name] = tf.concat(
                 [parsed[columnar.values_key(i, s)] for s in range(self.slices)], axis=1
-            )
-            lengths = tf.strings.join(
+            ).values
+            lengths[name] = tf.strings.join(
                 [parsed[columnar.lengths_key(i, s)] for s in range(self.slices)]
             )
-            out[name] = self._ragged(name, values.values, lengths)
-        return out
+        return self._ragged(values, lengths)
 
     def tensors(self, rows: dict) -> dict:
         """The spec's tensors over `rows` (what `tf.io.parse_example` gives per-row records),
