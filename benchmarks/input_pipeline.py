@@ -1,5 +1,6 @@
 """Trainer input pipelines, examples/s on the same TFRecords (batch 4096): ours
-(`tfx_tabular.input_fn`, first epoch and cached epochs) versus TFX's TFXIO
+(`tfx_tabular.input_fn` on the conversion's columnar batches, first epoch and cached epochs, and
+on its per-row tf.Examples) versus TFX's TFXIO
 (`fn_args.data_accessor.tf_dataset_factory`; default and with its record shuffle off), a
 stock-Trainer `run_fn`'s input under the stock Trainer and under TabularTrainer (the same
 `data_accessor` call), `make_batched_features_dataset`, per-record
@@ -44,12 +45,12 @@ def _measure(dataset, batches: int = BATCHES) -> dict:
     return {"examples_per_second": examples / seconds, "examples": examples}
 
 
-def task_ours(examples_dir: str, cached: bool = False) -> dict:
+def task_ours(examples_dir: str, cached: bool = False, columnar: bool = True) -> dict:
     from tfx_tabular import input_fn
 
     schema, files = _setup(examples_dir)
     if not cached:
-        return _measure(input_fn(files, schema, BATCH, num_epochs=None))
+        return _measure(input_fn(files, schema, BATCH, num_epochs=None, columnar_batches=columnar))
     iterator = iter(input_fn(files, schema, BATCH, num_epochs=None, cache="memory"))
     for _ in range(_train_rows(examples_dir) // BATCH):  # the first epoch fills the cache
         next(iterator)
@@ -208,7 +209,8 @@ def task_raw(examples_dir: str) -> dict:
 
 
 METHODS = [  # (label, task, input)
-    ("ours: tfx_tabular.input_fn, first epoch", "task_ours", "examples"),
+    ("ours: tfx_tabular.input_fn, columnar batches, first epoch", "task_ours", "examples"),
+    ("ours: input_fn, per-row tf.Example, first epoch", "task_ours_per_row", "examples"),
     ("ours: cached epochs", "task_ours_cached", "examples"),
     ("TFXIO (TFX data_accessor.tf_dataset_factory)", "task_tfxio", "examples"),
     ("TFXIO, shuffle off", "task_tfxio_unshuffled", "examples"),
@@ -223,6 +225,10 @@ METHODS = [  # (label, task, input)
 
 def task_ours_cached(examples_dir: str) -> dict:
     return task_ours(examples_dir, cached=True)
+
+
+def task_ours_per_row(examples_dir: str) -> dict:
+    return task_ours(examples_dir, columnar=False)
 
 
 def run(ctx: Context) -> dict:
