@@ -40,6 +40,7 @@ def _table() -> pa.Table:
             "city": pa.array(
                 ["ab", "cd", None, "ab"] * (n // 4) + ["x"] * (n % 4)
             ).dictionary_encode(),
+            "empty": pa.nulls(n),
             "when": pa.array(
                 [datetime.datetime(2024, 1, 1) + datetime.timedelta(seconds=i) for i in range(n)],
                 pa.timestamp("us"),

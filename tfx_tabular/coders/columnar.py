@@ -15,9 +15,9 @@ Why slices: parsing slice s of several records in one `parse_example` call gives
 already concatenated, so a training batch mixes rows of several records with no copy beyond the
 parse itself (see `tfx_tabular.training.columnar`).
 
-Records are written by the same compiled serializer as per-row Examples (one "row" whose lists
-are whole slices of columns); only the row selection and concatenation below are new, all
-vectorized.
+Records are written by the same compiled serializer as per-row Examples, one call per record
+(an Example whose features are the slices of the columns); only the row selection and
+concatenation below are new, all vectorized.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
-from tfx_tabular.coders.encoding import FeatureValues, encode_columns, rows_of
+from tfx_tabular.coders import encoding
+from tfx_tabular.coders.encoding import FeatureValues, rows_of
 from tfx_tabular.source.mapping import Feature, Kind
 
 LAYOUT_VERSION = 2
@@ -127,17 +128,33 @@ def _value_indices(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.arange(total, dtype=np.int64) + shift
 
 
-def take_rows(fv: FeatureValues, rows: Optional[np.ndarray]) -> FeatureValues:
+def _take_slots(fv: FeatureValues, rows: Optional[np.ndarray]) -> FeatureValues:
+    """`take_rows` for a scalar feature (row r's value is slot r, or none where null)."""
+    valid = fv.valid if rows is None else fv.valid[rows]
+    index = np.flatnonzero(valid) if rows is None else rows[valid]
+    splits = np.zeros(len(valid) + 1, np.int64)
+    np.cumsum(valid, out=splits[1:])
+    return _compacted(fv, splits, index)
+
+
+def take_rows(fv: FeatureValues, rows: Optional[np.ndarray], scalar: bool = False) -> FeatureValues:
     """Rows `rows` (all when None) of a feature, compacted: only their written values, nulls as
-    empty valid rows. Strings are not copied: they become codes into `fv`'s buffers."""
+    empty valid rows. Strings are not copied: they become codes into `fv`'s buffers. `scalar`:
+    the feature holds at most one value per row, in the row's own slot."""
+    if scalar and fv.row_splits[-1] == len(fv.valid):  # not an all-null (null-typed) column
+        return _take_slots(fv, rows)
     lengths = _row_lengths(fv)
     starts = fv.row_splits[:-1]
     if rows is not None:
         lengths, starts = lengths[rows], starts[rows]
-    index = _value_indices(starts, lengths)
     splits = np.zeros(len(lengths) + 1, np.int64)
     np.cumsum(lengths, out=splits[1:])
-    valid = np.ones(len(lengths), bool)
+    return _compacted(fv, splits, _value_indices(starts, lengths))
+
+
+def _compacted(fv: FeatureValues, splits: np.ndarray, index: np.ndarray) -> FeatureValues:
+    """Values `index` of `fv` as rows split by `splits`, all valid."""
+    valid = np.ones(len(splits) - 1, bool)
     if fv.data is None:
         return FeatureValues(splits, valid, fv.values[index])
     codes = index if fv.codes is None else fv.codes[index].astype(np.int64, copy=False)
@@ -168,58 +185,70 @@ def concat(pieces: Sequence[FeatureValues]) -> FeatureValues:
     )
 
 
-_VALID = np.ones(1, bool)
-_ONE_ROW = np.array([0, 1], np.int64)
+class RecordEncoder:
+    """Writes records of compacted columns (from `take_rows` and `concat`) of `features`, in
+    slices of `slice_rows` rows, with one serializer call per record. A record's entries are
+    ordered slice by slice, so a shorter record's keys are a prefix of a full one's."""
 
+    def __init__(self, features: Sequence[Feature], batch_rows: int, slice_rows: int):
+        self._features = list(features)
+        self._slice_rows = slice_rows
+        slices = -(-batch_rows // slice_rows)
+        names = [
+            key(i, s)
+            for s in range(slices)
+            for i in range(len(self._features))
+            for key in (values_key, lengths_key)
+        ]
+        self._headers = encoding.key_headers(names)
+        kinds = np.full((slices, len(self._features), 2), int(Kind.BYTES), np.int64)
+        kinds[:, :, 0] = [int(f.kind) for f in self._features]
+        self._kinds = kinds.reshape(-1)
+        self._lengths_dtypes = [
+            np.dtype(lengths_dtype(f)).newbyteorder("<") for f in self._features
+        ]
 
-def _one_row(count: int) -> np.ndarray:
-    return np.array([0, count], np.int64)
-
-
-def _slice_features(i: int, s: int, feature: Feature, fv: FeatureValues) -> list:
-    """The values and lengths features of slice `s` (compacted `fv`) of feature `i`."""
-    count = len(fv.values) if fv.data is None else len(fv.codes)
-    lengths = np.diff(fv.row_splits).astype(np.dtype(lengths_dtype(feature)).newbyteorder("<"))
-    return [
-        (
-            Feature(values_key(i, s), feature.column, (), feature.kind, None),
-            FeatureValues(_one_row(count), _VALID, fv.values, fv.data, fv.codes),
-        ),
-        (
-            Feature(lengths_key(i, s), feature.column, (), Kind.BYTES, None),
-            FeatureValues(_ONE_ROW, _VALID, _one_row(lengths.nbytes), lengths.view(np.uint8)),
-        ),
-    ]
-
-
-def encode_record(
-    features: Sequence[Feature], columns: Sequence[FeatureValues], slice_rows: int
-) -> np.ndarray:
-    """One framed TFRecord holding compacted `columns` (one per feature, equal rows), in slices
-    of `slice_rows` rows."""
-    rows = len(columns[0].valid) if columns else 0
-    ordered = []
-    for s, start in enumerate(range(0, rows, slice_rows)):
-        stop = min(start + slice_rows, rows)
-        for i, (feature, fv) in enumerate(zip(features, columns, strict=True)):
-            ordered += _slice_features(i, s, feature, rows_of(fv, start, stop))
-    return encode_columns(1, ordered, framed=True).buffer
+    def encode(self, columns: Sequence[FeatureValues]) -> np.ndarray:
+        """One framed TFRecord holding `columns` (one per feature, equal rows)."""
+        rows = len(columns[0].valid) if columns else 0
+        starts = np.arange(0, rows, self._slice_rows)
+        stops = np.minimum(starts + self._slice_rows, rows)
+        slices = np.arange(len(starts))
+        # [slice, feature, (values, lengths), (first item, end)] into the kinds' pools.
+        splits = np.empty((len(starts), len(columns), 2, 2), np.int64)
+        pools = encoding.ValuePools()
+        for i, (feature, fv) in enumerate(zip(self._features, columns, strict=True)):
+            base = pools.add(feature.kind, fv)
+            splits[:, i, 0, 0] = base + fv.row_splits[starts]
+            splits[:, i, 0, 1] = base + fv.row_splits[stops]
+            lengths = np.diff(fv.row_splits).astype(self._lengths_dtypes[i]).view(np.uint8)
+            width = self._lengths_dtypes[i].itemsize
+            base = pools.add_strings(lengths, starts * width, stops * width)
+            splits[:, i, 1, 0] = base + slices
+            splits[:, i, 1, 1] = base + slices + 1
+        entries = splits.size // 2
+        buffer, offsets = self._headers
+        return encoding.encode_example(
+            self._kinds[:entries], (buffer, offsets[: entries + 1]), splits.reshape(-1, 2), pools
+        )
 
 
 class RecordBuffer:
     """One split's rows waiting to become records of `batch_rows` rows."""
 
     def __init__(self, features: Sequence[Feature], batch_rows: int, slice_rows: int = SLICE_ROWS):
-        self._features = list(features)
         self._batch_rows = batch_rows
-        self._slice_rows = min(slice_rows, batch_rows)
+        self._scalars = [lengths_dtype(f) == "uint8" for f in features]
+        self._encoder = RecordEncoder(features, batch_rows, min(slice_rows, batch_rows))
         self._pieces: list[list[FeatureValues]] = []
         self._rows = 0
         self.records = 0
 
     def add(self, columns: Sequence[FeatureValues], rows: Optional[np.ndarray]) -> Iterator:
         """Adds rows `rows` of `columns` (one per feature); yields each record they complete."""
-        piece = [take_rows(fv, rows) for fv in columns]
+        piece = [
+            take_rows(fv, rows, scalar) for fv, scalar in zip(columns, self._scalars, strict=True)
+        ]
         count = len(piece[0].valid) if piece else 0
         if not count:
             return
@@ -247,7 +276,7 @@ class RecordBuffer:
             head.append(piece)
             taken += count
         columns = [concat(c) for c in zip(*head, strict=True)]
-        record = encode_record(self._features, columns, self._slice_rows)
+        record = self._encoder.encode(columns)
         self._pieces, self._rows = rest, self._rows - rows
         self.records += 1
         return record

@@ -632,60 +632,91 @@ def encode(
     return encode_columns(batch.num_rows, feature_columns(batch, features), framed)
 
 
+class ValuePools:
+    """Each kind's values laid end to end, as the serializer reads them: INT and FLOAT values,
+    and for BYTES each string's [start, end) in the pooled data."""
+
+    def __init__(self):
+        self._values = {Kind.INT: [], Kind.FLOAT: []}
+        self._starts, self._ends, self._data = [], [], []
+        self.sizes = {Kind.INT: 0, Kind.FLOAT: 0, Kind.BYTES: 0}
+        self._data_size = 0
+
+    def add(self, kind: Kind, fv: FeatureValues) -> int:
+        """Adds a feature's values; returns the pool index of its first one."""
+        if kind == Kind.BYTES:
+            if fv.codes is None:
+                return self.add_strings(fv.data, fv.values[:-1], fv.values[1:])
+            # "clip": null slots hold arbitrary codes (their values are never written)
+            return self.add_strings(
+                fv.data,
+                np.take(fv.values[:-1], fv.codes, mode="clip"),
+                np.take(fv.values[1:], fv.codes, mode="clip"),
+            )
+        base = self.sizes[kind]
+        self._values[kind].append(fv.values)
+        self.sizes[kind] += len(fv.values)
+        return base
+
+    def add_strings(self, data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> int:
+        """Adds strings data[starts[j]:ends[j]]; returns the pool index of the first."""
+        base = self.sizes[Kind.BYTES]
+        self._starts.append(starts + self._data_size)
+        self._ends.append(ends + self._data_size)
+        self._data.append(data)
+        self._data_size += len(data)
+        self.sizes[Kind.BYTES] += len(starts)
+        return base
+
+    def arrays(self) -> tuple:
+        """(ints, floats, string starts, string ends, data), the serializer's arguments."""
+
+        def pool(parts, dtype):
+            return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
+
+        return (
+            pool(self._values[Kind.INT], np.int64),
+            pool(self._values[Kind.FLOAT], np.float32),
+            pool(self._starts, np.int64),
+            pool(self._ends, np.int64),
+            pool(self._data, np.uint8),
+        )
+
+
+def key_headers(names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Per feature, the map entry's key field (tag, length, name) and the value field's tag,
+    laid end to end, and their offsets."""
+    headers = [b"\n" + _varint(len(n.encode())) + n.encode() + b"\x12" for n in names]
+    offsets = _cumulative(np.array([len(h) for h in headers], dtype=np.int64))
+    return np.frombuffer(b"".join(headers), dtype=np.uint8), offsets
+
+
 def encode_columns(
     n: int, ordered: Sequence[tuple[Feature, FeatureValues]], framed: bool = False
 ) -> EncodedBatch:
     """Serialize `n` rows from `feature_columns`' output (see `encode`)."""
     kinds = np.array([int(f.kind) for f, _ in ordered], dtype=np.int64)
-    # Per feature: the key field (tag, length, name) and the value field's tag.
-    headers = [
-        b"\n" + _varint(len(f.name.encode())) + f.name.encode() + b"\x12" for f, _ in ordered
-    ]
-    header_offsets = _cumulative(np.array([len(h) for h in headers], dtype=np.int64))
+    headers, header_offsets = key_headers([f.name for f, _ in ordered])
     valid = np.empty((len(ordered), n), dtype=np.bool_)
     splits = np.empty((len(ordered), n + 1), dtype=np.int64)
-    pools = {Kind.INT: [], Kind.FLOAT: [], Kind.BYTES: []}
-    base = {Kind.INT: 0, Kind.FLOAT: 0, Kind.BYTES: 0}
-    bytes_starts, bytes_ends, datas, data_base = [], [], [], 0
+    pools = ValuePools()
     for i, (f, fv) in enumerate(ordered):
         valid[i] = fv.valid
-        np.add(fv.row_splits, base[f.kind], out=splits[i])
-        if f.kind == Kind.BYTES:
-            starts, ends = (
-                (fv.values[:-1], fv.values[1:])
-                if fv.codes is None
-                # "clip": null slots hold arbitrary codes (their values are never written)
-                else (
-                    np.take(fv.values[:-1], fv.codes, mode="clip"),
-                    np.take(fv.values[1:], fv.codes, mode="clip"),
-                )
-            )
-            count = len(starts)
-            bytes_starts.append(starts + data_base)
-            bytes_ends.append(ends + data_base)
-            datas.append(fv.data)
-            data_base += len(fv.data)
-        else:
-            count = len(fv.values)
-            pools[f.kind].append(fv.values)
-        base[f.kind] += count
-
-    def pool(parts, dtype):
-        return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
-
+        np.add(fv.row_splits, pools.add(f.kind, fv), out=splits[i])
     buffer, offsets = _serialize(
-        n,
-        kinds,
-        np.frombuffer(b"".join(headers), dtype=np.uint8) if headers else np.zeros(0, np.uint8),
-        header_offsets,
-        valid,
-        splits,
-        pool(pools[Kind.INT], np.int64),
-        pool(pools[Kind.FLOAT], np.float32),
-        pool(bytes_starts, np.int64),
-        pool(bytes_ends, np.int64),
-        pool(datas, np.uint8),
-        framed,
-        _CRC_TABLES,
+        n, kinds, headers, header_offsets, valid, splits, *pools.arrays(), framed, _CRC_TABLES
     )
     return EncodedBatch(buffer, offsets, framed)
+
+
+def encode_example(
+    kinds: np.ndarray,
+    headers: tuple[np.ndarray, np.ndarray],
+    splits: np.ndarray,
+    pools: ValuePools,
+) -> np.ndarray:
+    """One framed TFRecord of one tf.Example whose feature f (kind `kinds[f]`, key from
+    `key_headers`) holds items splits[f, 0]:splits[f, 1] of its kind's pool."""
+    valid = np.ones((len(kinds), 1), dtype=np.bool_)
+    buffer, _ = _serialize(1, kinds, *headers, valid, splits, *pools.arrays(), True, _CRC_TABLES)
+    return buffer
