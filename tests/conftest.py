@@ -29,12 +29,12 @@ IN_MEMORY_BEAM = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
 FEW_COLUMNS = ["label", "I1", "I2", "C1", "C2", "price", "history"]
 
 
-def few_features(schema):
-    """`schema` with only the FEW_COLUMNS features."""
+def few_features(schema, columns=FEW_COLUMNS):
+    """`schema` with only the features `columns`."""
     small = type(schema)()
     small.CopyFrom(schema)
     del small.feature[:]
-    small.feature.extend(f for f in schema.feature if f.name in FEW_COLUMNS)
+    small.feature.extend(f for f in schema.feature if f.name in columns)
     return small
 
 
