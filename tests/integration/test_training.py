@@ -242,6 +242,15 @@ def _rows(dataset) -> dict:
     return {name: tf.concat(tensors, 0) for name, tensors in parts.items()}
 
 
+def _assert_same_rows(got: dict, expected: dict) -> None:
+    assert set(got) == set(expected)
+    for name, tensor in expected.items():
+        if isinstance(tensor, tf.RaggedTensor):
+            assert got[name].to_list() == tensor.to_list(), name
+        else:
+            assert (got[name].numpy() == tensor.numpy()).all(), name
+
+
 def test_the_conversions_columnar_batches_give_the_per_row_tensors(examples):
     """ParquetExampleGen's conversion writes columnar batches; input_fn reads them when given all
     of a split's shards (or the artifact folder and a split), per row otherwise."""
@@ -254,12 +263,7 @@ def test_the_conversions_columnar_batches_give_the_per_row_tensors(examples):
     assert columnar.find_payload(shards[:-1]) is None  # a subset of the rows: read per row
     per_row = _rows(input_fn(shards, schema_path, 300, training=False, columnar_batches=False))
     by_columns = _rows(input_fn(out, schema_path, 300, training=False, split="eval"))
-    assert set(by_columns) == set(per_row)
-    for name, tensor in per_row.items():
-        expected = tensor.to_list() if isinstance(tensor, tf.RaggedTensor) else tensor.numpy()
-        got = by_columns[name]
-        got = got.to_list() if isinstance(got, tf.RaggedTensor) else got.numpy()
-        assert (expected == got) if isinstance(expected, list) else (expected == got).all(), name
+    _assert_same_rows(by_columns, per_row)
     # Training: every row once per epoch, none dropped between chunks.
     train_shards = os.path.join(out, "Split-train", "*")
     rows = sum(
@@ -306,3 +310,51 @@ def test_a_model_trained_on_columnar_batches_scores_as_one_trained_per_row(tmp_p
     assert columnar["auc"] > 0.6 and per_row["auc"] > 0.6, (columnar, per_row)
     assert abs(columnar["auc"] - per_row["auc"]) < 0.02, (columnar, per_row)
     assert abs(columnar["loss"] - per_row["loss"]) < 0.02, (columnar, per_row)
+
+
+@pytest.mark.slow
+def test_transform_applies_inside_input_fn_to_columnar_batches(examples, tmp_path):
+    """A Transform graph (analyzed by tf.Transform over the per-row Examples, as TFX's Transform
+    does) applied by input_fn gives the same transformed tensors from columnar batches as from
+    per-row records."""
+    import apache_beam as beam
+    import tensorflow_transform as tft
+    import tensorflow_transform.beam as tft_beam
+    from tensorflow_metadata.proto.v0 import schema_pb2
+    from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io
+    from tfx_bsl.public import tfxio
+
+    from tfx_tabular.pipelines.preprocessing import preprocessing_fn
+
+    out, schema_path = examples
+    schema = io_utils.parse_pbtxt_file(_worker_schema(schema_path), schema_pb2.Schema())
+    train = os.path.join(out, "Split-train", "*")
+    source = tfxio.TFExampleRecord(train, schema=schema)
+    with beam.Pipeline() as pipeline, tft_beam.Context(temp_dir=str(tmp_path / "tmp")):
+        transform_fn = (
+            pipeline | source.BeamSource(),
+            source.TensorAdapterConfig(),
+        ) | tft_beam.AnalyzeDataset(lambda inputs: preprocessing_fn(inputs, {"label": "label"}))
+        _ = transform_fn | tft_beam.WriteTransformFn(str(tmp_path / "transform"))
+    # The raw schema beside the graph, as TFX's Transform writes it.
+    metadata_io.write_metadata(
+        dataset_metadata.DatasetMetadata(schema),
+        str(tmp_path / "transform" / tft.TFTransformOutput.RAW_METADATA_DIR),
+    )
+    output = tft.TFTransformOutput(str(tmp_path / "transform"))
+    shards = sorted(tf.io.gfile.glob(train))
+    read = {
+        columnar: _rows(
+            input_fn(
+                shards,
+                schema,
+                256,
+                training=False,
+                transform_output=output,
+                columnar_batches=columnar,
+            )
+        )
+        for columnar in (True, False)
+    }
+    assert {"I1", "C1", "label"} <= set(read[False])
+    _assert_same_rows(read[True], read[False])
