@@ -19,6 +19,8 @@ from benchmarks.harness import Context
 BATCH = 4096
 BATCHES = 150  # measured batches per method, after the first (start-up) batch
 SLOW_BATCHES = 20  # for the per-record methods, too slow for BATCHES
+# Training the reference model: steps per epoch; the second epoch is measured (the first traces).
+TRAIN_STEPS = 30
 
 
 def _setup(examples_dir: str):
@@ -231,6 +233,66 @@ def task_ours_per_row(examples_dir: str) -> dict:
     return task_ours(examples_dir, columnar=False)
 
 
+def task_train(examples_dir: str, columnar: bool) -> dict:
+    """The reference model trained (TabularTrainer's loop, default strategy, batch BATCH) from
+    columnar batches or per-row records: the second epoch's examples/s and input wait."""
+    import tempfile
+
+    from tfx_tabular.training import loop
+    from tfx_tabular.training.config import TrainingConfig
+
+    schema, files = _setup(examples_dir)
+    eval_files = sorted(glob.glob(os.path.join(examples_dir, "Split-eval", "*")))
+    config = TrainingConfig(
+        batch_size=BATCH,
+        steps_per_epoch=TRAIN_STEPS,
+        epochs=2,
+        learning_rate=1e-3,
+        mixed_precision=False,
+        eval_steps=1,
+        columnar_batches=columnar,
+    )
+    with tempfile.TemporaryDirectory() as run_dir:
+        epoch = loop.train(files, eval_files, schema, run_dir, None, config).epochs[-1]
+    return {
+        "examples_per_second": epoch.examples_per_second,
+        "steps_per_second": epoch.examples_per_second / BATCH,
+        "input_wait_fraction": epoch.input_wait_fraction,
+    }
+
+
+def task_train_columnar(examples_dir: str) -> dict:
+    return task_train(examples_dir, columnar=True)
+
+
+def task_train_per_row(examples_dir: str) -> dict:
+    return task_train(examples_dir, columnar=False)
+
+
+TRAINING = [  # (label, task)
+    ("reference model, columnar batches", "task_train_columnar"),
+    ("reference model, per-row tf.Example", "task_train_per_row"),
+]
+
+
+def _training(ctx: Context, examples: str) -> dict:
+    """TRAINING's tasks, interleaved over the repeats: task → {"label", "samples"}."""
+    training = {task: {"label": label, "samples": []} for label, task in TRAINING}
+    for repeat in range(ctx.repeats):
+        for label, task in TRAINING:
+            run = harness.run_task(
+                ctx, f"input-{task}-{repeat}", f"input_pipeline:{task}", examples_dir=examples
+            )
+            training[task]["samples"].append(harness.sample(run))
+            print(
+                f"  {label} {repeat + 1}/{ctx.repeats}: "
+                f"{run.result['steps_per_second']:.2f} steps/s, "
+                f"input wait {run.result['input_wait_fraction']:.0%}",
+                flush=True,
+            )
+    return training
+
+
 def run(ctx: Context) -> dict:
     """Measure the section; returns its results record (see `report_input_pipeline`)."""
     data = ctx.dataset(ctx.rows)
@@ -272,4 +334,6 @@ def run(ctx: Context) -> dict:
         "methods": methods,
         "small_rows": small_rows,
         "small": harness.sample(small),
+        "train_steps": TRAIN_STEPS,
+        "training": _training(ctx, examples),
     }

@@ -60,6 +60,41 @@ def _columnar_targets(ours: float, eps: dict) -> list[Target]:
     ]
 
 
+def _training_medians(record: dict) -> dict:
+    """The median steps/s and input wait of each training task (task → those two), if any."""
+    return {
+        task: {
+            key: harness.median([s[key] for s in m["samples"]])
+            for key in ("steps_per_second", "input_wait_fraction")
+        }
+        for task, m in record.get("training", {}).items()
+    }
+
+
+def _training_text(record: dict, medians: dict) -> list[str]:
+    """A table of the reference model's training rate from each path, when measured."""
+    if not medians:
+        return []
+    rows = [
+        [
+            record["training"][task]["label"],
+            f"{m['steps_per_second']:.2f}",
+            harness.rate(m["steps_per_second"] * record["batch"]),
+            f"{m['input_wait_fraction']:.0%}",
+        ]
+        for task, m in medians.items()
+    ]
+    return [
+        "",
+        f"Training the reference model (all features, TabularTrainer's loop, default strategy, "
+        f"batch {record['batch']}) on this machine's CPUs: the second epoch of "
+        f"{record['train_steps']} steps; input wait is the input-bound meter's share of the "
+        "epoch spent waiting for the next batch (the CPUs also run the model here).",
+        "",
+        harness.table(["input", "steps/s", "examples/s", "input wait"], rows),
+    ]
+
+
 def _summary(eps: dict) -> list[Summary]:
     ours, cached, tfxio, raw = (
         eps[t] for t in ("task_ours", "task_ours_cached", "task_tfxio", "task_raw")
@@ -136,6 +171,7 @@ def render(record: dict) -> Section:
             f"{record['small_rows']:,} rows, {harness.mib(big_rss)} on {record['rows']:,} rows "
             f"({harness.percent(rss_growth)}).",
             *_comparison_notes(eps),
+            *_training_text(record, _training_medians(record)),
         ]
     )
     targets = [
@@ -174,4 +210,18 @@ def render(record: dict) -> Section:
         ax.set_title(f"Trainer input pipelines, batch {record['batch']}")
         ax.invert_yaxis()
 
-    return Section("Trainer input pipeline (input_fn)", markdown, targets, [panel], _summary(eps))
+    summary = _summary(eps)
+    training = _training_medians(record)
+    if training:
+        columnar, per_row = training["task_train_columnar"], training["task_train_per_row"]
+        summary.append(
+            Summary(
+                "reference model training steps/s (CPU), columnar batches",
+                f"{columnar['steps_per_second']:.2f} steps/s, input wait "
+                f"{columnar['input_wait_fraction']:.0%}",
+                f"per row: {per_row['steps_per_second']:.2f} steps/s, input wait "
+                f"{per_row['input_wait_fraction']:.0%}",
+                harness.ratio(columnar["steps_per_second"] / per_row["steps_per_second"]),
+            )
+        )
+    return Section("Trainer input pipeline (input_fn)", markdown, targets, [panel], summary)

@@ -90,7 +90,7 @@ def _records(
 
 
 def _read(records, layout, spec, batch_size: int, shuffle: bool) -> dict:
-    parser = reader.ChunkParser(layout, spec)
+    parser = reader.SliceParser(layout, spec)
     dataset = reader.batches(
         tf.data.Dataset.from_tensor_slices(records), parser, batch_size, shuffle, 1, not shuffle
     )
@@ -112,50 +112,56 @@ def _as_lists(tensor):
     return tensor.to_list() if isinstance(tensor, tf.RaggedTensor) else tensor.numpy().tolist()
 
 
+def _keys(got: dict) -> list[int]:
+    return [row[0] for row in _as_lists(got["key"])] if "key" in got else []
+
+
+def _by_key(tensor, keys: list[int]) -> list:
+    """A read tensor's rows, ordered by the `key` column's values `keys` (row r has key r)."""
+    rows = _as_lists(tensor)
+    return [row for _, row in sorted(zip(keys, rows, strict=True), key=lambda kv: kv[0])]
+
+
 @pytest.mark.parametrize(
     "batch_rows, pieces, batch_size, slice_rows",
-    [(8, 3, 5, 512), (16, 1, 16, 512), (100, 4, 7, 512), (1, 2, 3, 512), (10, 2, 4, 3)],
+    [(8, 3, 8, 512), (16, 1, 32, 512), (100, 4, 50, 25), (1, 2, 3, 512), (10, 2, 6, 3)],
 )
 def test_columnar_batches_read_as_the_per_row_records_parse(
     data, batch_rows, pieces, batch_size, slice_rows
 ):
+    """Every row once (in another order than the per-row records), every kind as the per-row
+    parse gives it."""
     batch, features, schema, per_row = data
     records, layout = _records(batch, features, batch_rows, pieces, slice_rows)
     assert len(records) == -(-ROWS // batch_rows)
+    assert reader.readable_batches(layout, batch_size)
     got = _read(records, layout, feature_spec(schema), batch_size, shuffle=False)
     assert set(got) == set(per_row)
+    keys = _keys(got)
+    assert sorted(keys) == list(range(ROWS))
     for name, expected in per_row.items():
         assert type(got[name]) is type(expected), name
         assert got[name].dtype == expected.dtype, name
-        assert _as_lists(got[name]) == _as_lists(expected), name
+        assert _by_key(got[name], keys) == _as_lists(expected), name
 
 
-def test_shuffled_batches_hold_every_row_once_with_its_own_values(data):
-    batch, features, schema, per_row = data
-    records, layout = _records(batch, features, 8, 2)
-    got = _read(records, layout, feature_spec(schema), 5, shuffle=True)
-    keys = (
-        got["key"].numpy().ravel().tolist()
-        if not isinstance(got["key"], tf.RaggedTensor)
-        else [row[0] for row in got["key"].to_list()]
-    )
-    assert sorted(keys) != keys and sorted(keys) == list(range(ROWS))
-    expected = _as_lists(per_row["nested"])
-    assert _as_lists(got["nested"]) == [expected[k] for k in keys]
+def test_a_batch_size_that_is_not_a_multiple_of_the_slice_rows_is_not_read_columnar(data):
+    batch, features, _, _ = data
+    _, layout = _records(batch, features, 8, 1, slice_rows=4)
+    assert reader.readable_batches(layout, 8) and not reader.readable_batches(layout, 6)
 
 
 def test_sliced_batches_mix_records_and_hold_every_row_once_with_its_own_values(data):
-    """A batch size that is a multiple of the slice rows: each batch is one slice of several
-    records, parsed at once."""
+    """Training: each batch is one slice of several records, parsed at once, shuffled."""
     batch, features, schema, per_row = data
     records, layout = _records(batch, features, 8, 1, slice_rows=2)
     assert layout.slices == 4
-    parser = reader.ChunkParser(layout, feature_spec(schema))
+    parser = reader.SliceParser(layout, feature_spec(schema))
     dataset = reader.batches(tf.data.Dataset.from_tensor_slices(records), parser, 6, True, 1, False)
     expected = _as_lists(per_row["nested"])
     seen = []
     for got in dataset:
-        keys = [row[0] for row in _as_lists(got["key"])]
+        keys = _keys(got)
         # A whole batch: two neighbouring rows from each of three records.
         assert len(keys) < 6 or len({k // 8 for k in keys}) == 3, keys
         assert _as_lists(got["nested"]) == [expected[k] for k in keys]
@@ -166,14 +172,14 @@ def test_sliced_batches_mix_records_and_hold_every_row_once_with_its_own_values(
 def test_var_len_features_come_as_sparse_tensors_as_parse_example_gives_them(data):
     batch, features, _, _ = data
     spec = {"history": tf.io.VarLenFeature(tf.int64), "city": tf.io.VarLenFeature(tf.string)}
+    spec["key"] = tf.io.FixedLenFeature([1], tf.int64)
     records, layout = _records(batch, features, 8, 1)
-    got = _read(records, layout, spec, 10, shuffle=False)
+    got = _read(records, layout, spec, 16, shuffle=False)
     per_row = tf.io.parse_example(encoding.encode(batch, features).records(), spec)
-    for name in spec:
+    keys = _keys(got)
+    for name in ("history", "city"):
         assert isinstance(got[name], tf.SparseTensor)
-        assert tf.sparse.to_dense(got[name]).numpy().tolist() == (
-            tf.sparse.to_dense(per_row[name]).numpy().tolist()
-        )
+        assert _by_key(got[name], keys) == _as_lists(per_row[name])
 
 
 def test_columnar_records_are_smaller_than_the_per_row_records(data):
@@ -197,9 +203,3 @@ def test_uniform_partitions_and_sparse_features_are_read_per_row():
         {"a": tf.io.RaggedFeature(tf.int64, partitions=[tf.io.RaggedFeature.UniformRowLength(2)])}
     )
     assert not reader.readable({"a": tf.io.SparseFeature("i", "v", tf.float32, 4)})
-
-
-def test_chunks_hold_whole_batches_where_the_sizes_allow():
-    assert reader.chunk_records(8192, 1024) == 4  # 32,768 rows: 32 batches
-    assert reader.chunk_records(8192, 65536) % 8 == 0
-    assert reader.chunk_records(4096, 3000) * 4096 >= 32768

@@ -48,11 +48,14 @@ def lengths_dtype(feature: Feature) -> str:
     return "uint8" if feature.list_depth == 0 and feature.row_lengths_of is None else "int32"
 
 
-def values_key(index: int, slice_index: int) -> str:
+def values_key(index: int, slice_index: int | str) -> str:
+    """The key of feature `index`'s values in slice `slice_index` ("": the key's prefix, to
+    which a reader appends slice indices it computes)."""
     return f"v{index}_{slice_index}"
 
 
-def lengths_key(index: int, slice_index: int) -> str:
+def lengths_key(index: int, slice_index: int | str) -> str:
+    """The key of feature `index`'s row lengths in slice `slice_index` ("": the prefix)."""
     return f"l{index}_{slice_index}"
 
 

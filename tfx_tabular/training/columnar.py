@@ -1,7 +1,10 @@
 """Reading columnar batches (`tfx_tabular.coders.columnar`) into the tensors the per-row parse
-gives: records → chunks of `chunk_records` records parsed at once → rows shuffled within a chunk
-(training) → the parsing spec's tensors for the whole chunk → batches of `batch_size`, the rows
-left over carried into the next chunk, so no row is dropped between chunks.
+gives: a batch of `batch_size` rows (a multiple of the layout's slice rows) is slice s of
+`batch_size / slice_rows` records, parsed in one `parse_example` call, their rows concatenated
+with no copy after the parse. Training shuffles the records and the (records, slice) pairs;
+otherwise the records come in file order and each group's slices in order, so every row is read
+once, in a fixed order (not the per-row records' order). Other batch sizes read the per-row
+records (see `input_fn`).
 
 Where `input_fn` finds the payload: in the `columnar/` folder of the Examples artifact whose
 `Split-<name>` folder holds the per-row shards it was given (all of them: a subset of the shards
@@ -86,35 +89,18 @@ def _keys_of(spec: dict, names: dict) -> dict:
     return keys
 
 
-class ChunkParser:
+class SliceParser:
     """Serialized columnar records (a batch of them) → each needed feature as a RaggedTensor of
-    rows (of one slice of each record, or of the whole records), then the spec's tensors."""
+    the rows of one slice of each record, then the spec's tensors."""
 
     def __init__(self, layout: columnar.ColumnarLayout, spec: dict):
         self._spec = spec
-        self.batch_rows, self.slice_rows, self.slices = (
-            layout.batch_rows,
-            layout.slice_rows,
-            layout.slices,
-        )
+        self.slice_rows, self.slices = layout.slice_rows, layout.slices
         self._index = {name: i for i, (name, _, _) in enumerate(layout.features)}
         self._kinds = {name: kind for name, kind, _ in layout.features}
         self._lengths = {name: getattr(tf, dtype) for name, _, dtype in layout.features}
         self._keys = _keys_of(spec, self._index)
         self.needed = sorted({k for ks in self._keys.values() for k in ks})
-
-    def _slice_spec(self, slice_index: int) -> dict:
-        spec = {}
-        for name in self.needed:
-            i, dtype = self._index[name], _DTYPES[Kind(self._kinds[name])]
-            spec[columnar.values_key(i, slice_index)] = tf.io.RaggedFeature(
-                dtype, row_splits_dtype=tf.int64
-            )
-            # A record's last slices may be missing (a shorter record): no rows.
-            spec[columnar.lengths_key(i, slice_index)] = tf.io.FixedLenFeature(
-                [], tf.string, default_value=b""
-            )
-        return spec
 
     def _ragged(self, values: dict, lengths: dict) -> dict:
         """Each needed feature's rows from its values and its records' length bytes: the
@@ -132,38 +118,34 @@ class ChunkParser:
                 )
         return out
 
-    def _parse_slice(self, serialized, s: int) -> dict:
-        parsed = tf.io.parse_example(serialized, self._slice_spec(s))
-        keys = {name: self._index[name] for name in self.needed}
-        return self._ragged(
-            {n: parsed[columnar.values_key(i, s)].values for n, i in keys.items()},
-            {n: parsed[columnar.lengths_key(i, s)] for n, i in keys.items()},
-        )
-
     def slice_rows_of(self, serialized, slice_index) -> dict:
         """Each needed feature → RaggedTensor [rows, None]: the rows of slice `slice_index` (a
-        scalar tensor) of every record, record after record (one parse, no copy after it)."""
-        branches = [lambda s=s: self._parse_slice(serialized, s) for s in range(self.slices)]
-        return tf.switch_case(tf.cast(slice_index, tf.int32), branches)
+        scalar tensor) of every record, record after record (one parse, no copy after it).
 
-    def rows(self, serialized) -> dict:
-        """Each needed feature → RaggedTensor [rows, None]: the records' rows in order, each row's
-        list as in its per-row record."""
-        spec = {}
-        for s in range(self.slices):
-            spec.update(self._slice_spec(s))
-        parsed = tf.io.parse_example(serialized, spec)
-        values, lengths = {}, {}
-        for name in self.needed:
-            i = self._index[name]
-            # Per record, its slices one after the other.
-            values[name] = tf.concat(
-                [parsed[columnar.values_key(i, s)] for s in range(self.slices)], axis=1
-            ).values
-            lengths[name] = tf.strings.join(
-                [parsed[columnar.lengths_key(i, s)] for s in range(self.slices)]
-            )
-        return self._ragged(values, lengths)
+        The parse's keys are tensors (`ParseExampleV2` takes them so), built from the slice
+        index: one parse op for any slice, not one branch per slice."""
+        suffix = tf.strings.as_string(slice_index)
+        indices = [self._index[name] for name in self.needed]
+        dtypes = [_DTYPES[Kind(self._kinds[name])] for name in self.needed]
+        parsed = tf.raw_ops.ParseExampleV2(
+            serialized=serialized,
+            names=tf.constant([], tf.string),
+            sparse_keys=tf.constant([], tf.string),
+            dense_keys=tf.strings.join([[columnar.lengths_key(i, "") for i in indices], suffix]),
+            ragged_keys=tf.strings.join([[columnar.values_key(i, "") for i in indices], suffix]),
+            # A record's last slices may be missing (a shorter record): no rows.
+            dense_defaults=[tf.constant(b"")] * len(indices),
+            num_sparse=0,
+            sparse_types=[],
+            ragged_value_types=dtypes,
+            ragged_split_types=[tf.int64] * len(indices),
+            dense_shapes=[[]] * len(indices),
+        )
+        _, _, _, lengths, values, _ = parsed
+        return self._ragged(
+            dict(zip(self.needed, values, strict=True)),
+            dict(zip(self.needed, lengths, strict=True)),
+        )
 
     def tensors(self, rows: dict) -> dict:
         """The spec's tensors over `rows` (what `tf.io.parse_example` gives per-row records),
@@ -216,27 +198,6 @@ def _dense(name: str, rows: tf.RaggedTensor, entry: tf.io.FixedLenFeature) -> tf
     return tf.reshape(dense, [-1] + dims)
 
 
-def _gather(tensor, rows):
-    """Rows `rows` of a dense or ragged tensor, copying each value once."""
-    if not isinstance(tensor, tf.RaggedTensor):
-        return tf.gather(tensor, rows)
-    lengths = tf.gather(tensor.row_lengths(), rows)
-    starts = tf.gather(tensor.row_splits[:-1], rows)
-    inner = tf.ragged.range(starts, starts + lengths, dtype=tf.int64).flat_values
-    return tf.RaggedTensor.from_row_lengths(_gather(tensor.values, inner), lengths, validate=False)
-
-
-def _take(tensor, start, stop):
-    """Rows [start, stop) with a few slices per ragged level."""
-    if not isinstance(tensor, tf.RaggedTensor):
-        return tensor[start:stop]
-    splits = tensor.row_splits
-    low, high = splits[start], splits[stop]
-    return tf.RaggedTensor.from_row_splits(
-        _take(tensor.values, low, high), splits[start : stop + 1] - low, validate=False
-    )
-
-
 def _rows_of(tensors: dict) -> tf.Tensor:
     first = next(iter(tensors.values()))
     if isinstance(first, tf.RaggedTensor):
@@ -244,84 +205,34 @@ def _rows_of(tensors: dict) -> tf.Tensor:
     return tf.shape(first, out_type=tf.int64)[0]
 
 
-def _batched(tensor, batch_size: int):
-    """Rows [n * batch_size, ...] → [n, batch_size, ...], without copying values."""
-    if isinstance(tensor, tf.RaggedTensor):
-        return tf.RaggedTensor.from_uniform_row_length(tensor, batch_size, validate=False)
-    shape = tf.shape(tensor, out_type=tf.int64)
-    return tf.reshape(tensor, tf.concat([[-1, batch_size], shape[1:]], axis=0))
-
-
-def split_chunk(tensors: dict, batch_size: int, shuffle: bool, seed: Optional[int]):
-    """A chunk's rows (permuted first when `shuffle`: one gather per feature) as its whole
-    batches, stacked, and the rows left over (fewer than `batch_size`, often none)."""
-    rows = _rows_of(tensors)
-    if shuffle:
-        order = tf.random.shuffle(tf.range(rows), seed=seed)
-        tensors = tf.nest.map_structure(lambda t: _gather(t, order), tensors)
-    whole = (rows // batch_size) * batch_size
-    stacked = tf.nest.map_structure(lambda t: _batched(_take(t, 0, whole), batch_size), tensors)
-    tail = tf.nest.map_structure(lambda t: _take(t, whole, rows), tensors)
-    return stacked, tail
-
-
-def _unstacked(stacked: dict, tail: dict) -> tf.data.Dataset:
-    """The batches of `split_chunk`'s output: the whole ones, then the rest if any."""
-    rest = tf.data.Dataset.from_tensors(tail).filter(lambda t: _rows_of(t) > 0)
-    return tf.data.Dataset.from_tensor_slices(stacked).concatenate(rest)
-
-
-def chunk_records(batch_rows: int, batch_size: int, target_rows: int = 32_768) -> int:
-    """Records parsed together: at least `target_rows` and one batch; where the record size and
-    the batch size allow it, a whole number of batches (then only a chunk holding a file's last,
-    shorter record ends with a shorter batch)."""
-    count = max(1, -(-max(target_rows, batch_size) // batch_rows))
-    if batch_size > batch_rows and batch_size % batch_rows == 0:
-        step = batch_size // batch_rows
-        count = -(-count // step) * step
-    return count
-
-
-def _sliced_batches(records, parser: ChunkParser, batch_size: int, seed, ordered: bool):
-    """Training batches of a multiple of the slice rows: slice s of `batch_size / slice_rows`
-    records parsed at once is a batch, mixing those records' rows with no copy; the (records,
-    slice) pairs are shuffled so that consecutive batches come from different records."""
-    count = batch_size // parser.slice_rows
-    pairs = records.batch(count).flat_map(
-        lambda serialized: tf.data.Dataset.range(parser.slices).map(lambda s: (serialized, s))
-    )
-    pairs = pairs.shuffle(SLICE_SHUFFLE, seed=seed, reshuffle_each_iteration=True)
-    batches = pairs.map(
-        lambda serialized, s: parser.finish(parser.tensors(parser.slice_rows_of(serialized, s))),
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=ordered,
-    )
-    # A file's last record may hold fewer slices: their batches are empty.
-    return batches.filter(lambda t: _rows_of(t) > 0)
+def readable_batches(layout: columnar.ColumnarLayout, batch_size: int) -> bool:
+    """Whether batches of `batch_size` rows can be read from records of `layout`."""
+    return batch_size % layout.slice_rows == 0
 
 
 def batches(
     records: tf.data.Dataset,
-    parser: ChunkParser,
+    parser: SliceParser,
     batch_size: int,
     shuffle: bool,
     seed: Optional[int],
     ordered: bool,
 ) -> tf.data.Dataset:
-    """Columnar records → batches of `batch_size` rows of the spec's tensors. Training with a
-    batch size that is a multiple of the slice rows: `_sliced_batches`. Otherwise records are
-    parsed a chunk at a time, rows shuffled within the chunk when asked; a chunk whose rows do
-    not fill its last batch ends with a shorter one (no row is dropped or carried over)."""
-    if shuffle and batch_size % parser.slice_rows == 0:
-        return _sliced_batches(records, parser, batch_size, seed, ordered)
-
-    def chunk(serialized):
-        tensors = parser.tensors(parser.rows(serialized))
-        return split_chunk(tensors, batch_size, shuffle, seed)
-
-    chunks = records.batch(chunk_records(parser.batch_rows, batch_size)).map(
-        chunk, num_parallel_calls=tf.data.AUTOTUNE, deterministic=ordered
+    """Columnar records → batches of `batch_size` rows (a multiple of the slice rows) of the
+    spec's tensors: slice s of `batch_size / slice_rows` records parsed at once is a batch,
+    mixing those records' rows with no copy. With `shuffle`, the (records, slice) pairs are
+    shuffled so that consecutive batches come from different records. A group holding a file's
+    last, shorter record gives shorter batches; no row is dropped."""
+    count = batch_size // parser.slice_rows
+    pairs = records.batch(count).flat_map(
+        lambda serialized: tf.data.Dataset.range(parser.slices).map(lambda s: (serialized, s))
     )
-    return chunks.flat_map(_unstacked).map(
-        parser.finish, num_parallel_calls=tf.data.AUTOTUNE, deterministic=ordered
+    if shuffle:
+        pairs = pairs.shuffle(SLICE_SHUFFLE, seed=seed, reshuffle_each_iteration=True)
+    parsed = pairs.map(
+        lambda serialized, s: parser.finish(parser.tensors(parser.slice_rows_of(serialized, s))),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=ordered,
     )
+    # A file's last record may hold fewer slices: their batches are empty.
+    return parsed.filter(lambda t: _rows_of(t) > 0)

@@ -115,7 +115,8 @@ def input_fn(
       label_key: the label feature; default: the schema's label annotation, if any.
       features: keep only these features (the ones the model uses); default all.
       training: shuffle files and blocks, drop the last partial batch,
-        repeat `num_epochs` (None: forever); otherwise read every record once, in file order.
+        repeat `num_epochs` (None: forever); otherwise read every record once, in file order
+        (columnar batches: every row once, in a fixed order).
       block_size / block_shuffle_buffer: records per read block, and blocks in the shuffle buffer.
       shuffle_buffer: > 0 adds an exact record-level shuffle of that many records (slower).
       cache: None, "memory", or a file path prefix: cache parsed batches after the first epoch.
@@ -127,8 +128,9 @@ def input_fn(
         Transform graph to each batch; `label_key` and `features` name transformed features.
       split: with `file_pattern` an Examples artifact folder, the split to read.
       columnar_batches: read the artifact's columnar batches when `file_pattern` names all the
-        per-row shards of one of its splits (the same tensors, several times faster; see
-        docs/trainer.md#columnar-batches); False: always the per-row records. They are also
+        per-row shards of one of its splits and `batch_size` is a multiple of their slice rows
+        (512 by default): the same tensors, several times faster (see
+        docs/trainer.md#columnar-batches). False: always the per-row records. They are also
         read per row when `shuffle_buffer` asks for an exact record-level shuffle.
     """
     if isinstance(schema, str):
@@ -160,7 +162,11 @@ def input_fn(
         if columnar_batches and shuffle_buffer <= 1 and columnar.readable(spec)
         else None
     )
-    if payload is not None and len(payload.files) >= config.workers:
+    if (
+        payload is not None
+        and len(payload.files) >= config.workers
+        and columnar.readable_batches(payload.layout, batch_size)
+    ):
         files = list(payload.files)
     else:
         # Fewer files than workers: records are shared out, and a few columnar records (thousands
@@ -171,7 +177,7 @@ def input_fn(
     shard_records = config.workers > 1 and len(files) < config.workers
     ordered = config.deterministic or not config.training or shard_records
     if payload is not None:
-        parser = columnar.ChunkParser(payload.layout, spec)
+        parser = columnar.SliceParser(payload.layout, spec)
         records = _records(files, config, ordered)
         parsed = columnar.batches(
             records, parser, batch_size, config.training, config.seed, ordered

@@ -232,8 +232,12 @@ def _restore_checkpoints(
     return manager
 
 
-def _step_functions(strategy: tf.distribute.Strategy, t: _Trainable, global_batch: int):
-    """The compiled train step (returns the summed loss) and eval step, over all replicas."""
+def _step_functions(
+    strategy: tf.distribute.Strategy, t: _Trainable, global_batch: int, train_spec, eval_spec
+):
+    """The compiled train step (returns the summed loss and the batch's examples) and eval step,
+    over all replicas, for batches of the datasets' element specs (`train_spec`, `eval_spec`):
+    traced once, whatever the batch sizes (a file's last columnar record gives short batches)."""
 
     def replica_train(features, labels):
         with tf.GradientTape() as tape:
@@ -245,7 +249,7 @@ def _step_functions(strategy: tf.distribute.Strategy, t: _Trainable, global_batc
         if t.mixed_precision:
             gradients = t.optimizer.get_unscaled_gradients(gradients)
         t.optimizer.apply_gradients(zip(gradients, t.model.trainable_variables, strict=True))
-        return loss
+        return loss, tf.shape(labels, out_type=tf.int64)[0]
 
     def replica_eval(features, labels):
         predictions = tf.cast(t.model(features, training=False), tf.float32)
@@ -254,13 +258,16 @@ def _step_functions(strategy: tf.distribute.Strategy, t: _Trainable, global_batc
             if name != "loss":
                 metric.update_state(labels, predictions)
 
-    @tf.function
+    @tf.function(input_signature=[train_spec])
     def train_step(batch):
-        losses = strategy.run(replica_train, args=batch)
+        losses, examples = strategy.run(replica_train, args=batch)
         t.step.assign_add(1)
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
+        return (
+            strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None),
+            strategy.reduce(tf.distribute.ReduceOp.SUM, examples, axis=None),
+        )
 
-    @tf.function
+    @tf.function(input_signature=[eval_spec])
     def eval_step(batch):
         strategy.run(replica_eval, args=batch)
 
@@ -281,19 +288,19 @@ class _Loop:
     trainable: _Trainable
     train_step: Callable
     eval_step: Callable
-    eval_dataset: Callable[[], object]
+    eval_dataset: object  # iterated once per evaluation
     manager: tf.train.CheckpointManager
     writers: dict  # "train" / "eval" → summary writer
     config: TrainingConfig
     on_epoch: Optional[Callable[[EpochStats], None]]
     on_progress: Optional[Callable[[int, str], None]]
 
-    def _progress(self, steps: int, start: float, waiting: float, loss) -> None:
+    def _progress(self, examples, start: float, waiting: float, loss) -> None:
         seconds = time.perf_counter() - start
         self.on_progress(
             int(self.trainable.step.numpy()),
             f"loss {float(loss.numpy()):.4f}, "
-            f"{steps * self.config.batch_size / seconds:,.0f} examples/s, "
+            f"{int(examples.numpy()) / seconds:,.0f} examples/s, "
             f"input wait {waiting / seconds:.0%}",
         )
 
@@ -301,25 +308,27 @@ class _Loop:
         """Steps to `epoch_end`, timing the wait for input apart from the steps."""
         step = self.trainable.step
         start, waiting, steps, loss = time.perf_counter(), 0.0, 0, tf.constant(0.0)
+        examples = tf.constant(0, tf.int64)
         reported = start
         while int(step.numpy()) < epoch_end:
             fetch = time.perf_counter()
             batch = next(iterator)
             waiting += time.perf_counter() - fetch
-            loss = self.train_step(batch)
+            loss, batch_examples = self.train_step(batch)
+            examples += batch_examples
             steps += 1
             if int(step.numpy()) % self.config.checkpoint_every == 0:
                 self.manager.save(checkpoint_number=step)
             if self.on_progress and time.perf_counter() - reported >= 1.0:
                 reported = time.perf_counter()
-                self._progress(steps, start, waiting, loss)
+                self._progress(examples, start, waiting, loss)
         loss_value = float(loss.numpy())  # waits for the last step
         seconds = time.perf_counter() - start
         return EpochStats(
             number,
             steps,
             loss_value,
-            steps * self.config.batch_size / seconds if seconds else 0.0,
+            int(examples.numpy()) / seconds if seconds else 0.0,
             waiting / seconds if seconds else 0.0,
         )
 
@@ -327,7 +336,7 @@ class _Loop:
         """`eval_steps` batches (None: the whole eval split once)."""
         for metric in self.trainable.eval_metrics.values():
             metric.reset_state()
-        iterator, done, eval_steps = iter(self.eval_dataset()), 0, self.config.eval_steps
+        iterator, done, eval_steps = iter(self.eval_dataset), 0, self.config.eval_steps
         while eval_steps is None or done < eval_steps:
             batch = next(iterator, None)
             if batch is None:
@@ -431,6 +440,7 @@ class _Inputs:
                 self.label,
                 training=training,
                 cache=self.config.cache if training else None,
+                columnar_batches=self.config.columnar_batches,
                 seed=seed,
                 input_context=ctx,
                 transform_output=self.transform_output,
@@ -472,14 +482,18 @@ def train(
     with _precision_policy(config.mixed_precision), strategy.scope():
         trainable = _build_trainable(config, model_schema, label, task)
     manager = _restore_checkpoints(trainable, run, base_model)
-    train_step, eval_step = _step_functions(strategy, trainable, config.batch_size)
     inputs = _Inputs(strategy, schema, label, task, config, transform_output, trainable.step)
+    train_data = inputs.dataset(train_files, training=True)
+    eval_data = inputs.dataset(eval_files, training=False)
+    train_step, eval_step = _step_functions(
+        strategy, trainable, config.batch_size, train_data.element_spec, eval_data.element_spec
+    )
     writers = _summary_writers(run)
     loop = _Loop(
         trainable,
         train_step,
         eval_step,
-        lambda: inputs.dataset(eval_files, training=False),
+        eval_data,
         manager,
         writers,
         config,
@@ -488,7 +502,7 @@ def train(
     )
     try:
         with _precision_policy(config.mixed_precision):
-            history, metrics = loop.run(iter(inputs.dataset(train_files, training=True)))
+            history, metrics = loop.run(iter(train_data))
             if serving_model_dir is not None:
                 export_serving_model(
                     trainable.model,
