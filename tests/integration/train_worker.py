@@ -34,7 +34,8 @@ result = loop.train(
     model_dir,
     TrainingConfig(
         label="label",
-        batch_size=64,
+        # A multiple of 512 per replica: the columnar batches (see docs/trainer.md) are read.
+        batch_size=1024,
         steps_per_epoch=int(steps_per_epoch),
         epochs=int(epochs),
         eval_steps=2,
