@@ -315,3 +315,25 @@ def test_delta_deletion_vectors_in_use_fail_naming_them(written, tmp_path):
     last.write_text("".join(json.dumps(a) + "\n" for a in actions))
     with pytest.raises(InputError, match="deletion vectors are not supported"):
         open_dataset(str(table))
+
+
+def test_a_new_table_version_changes_parquet_example_gen_input_fingerprint(written, tmp_path):
+    """TFX's cache reuses an ExampleGen output while the input fingerprint is unchanged: a Delta
+    commit that only removes files (they stay in the folder) must change it too. Here the table
+    loses its last commit, its data files untouched."""
+    from tfx.proto import example_gen_pb2
+
+    from tfx_tabular.components.parquet_example_gen.driver import Driver
+
+    table = tmp_path / "table"
+    shutil.copytree(written / "delta_table", table)
+    splits = [example_gen_pb2.Input.Split(name="single_split", pattern="*")]
+
+    def fingerprint() -> str:
+        processor = Driver.__new__(Driver).get_input_processor(splits, None, str(table))
+        return processor.get_input_fingerprint(0, None)
+
+    before = fingerprint()
+    assert fingerprint() == before
+    sorted((table / "_delta_log").glob("*.json"))[-1].unlink()
+    assert fingerprint() != before

@@ -80,6 +80,18 @@ def table_format(filesystem: pafs.FileSystem, base: str) -> Optional[str]:
     return None
 
 
+def log_files(filesystem: pafs.FileSystem, base: str) -> list[pafs.FileInfo]:
+    """The files of the table's log (Delta `_delta_log/`) or metadata (Iceberg `metadata/`) at
+    `base`, sorted; none when `base` is no table. Every change to the table adds one, also a
+    change that only removes data files (which stay in the folder)."""
+    kind = table_format(filesystem, base)
+    if kind is None:
+        return []
+    folder = posixpath.join(base, "_delta_log" if kind == DELTA else "metadata")
+    infos = filesystem.get_file_info(pafs.FileSelector(folder, recursive=True))
+    return sorted((i for i in infos if i.type == pafs.FileType.File), key=lambda i: i.path)
+
+
 def read_snapshot(
     filesystem: pafs.FileSystem, base: str, version: Optional[int] = None
 ) -> Optional[Snapshot]:

@@ -1,5 +1,6 @@
 """FileBasedExampleGen's driver (span / version / {SPAN} patterns), with a fingerprint over every
-data file below the matched partition folders, so TFX's cache notices a changed file."""
+data file below the matched partition folders and, for a Delta Lake or Iceberg table, its log,
+so TFX's cache notices a changed file or a new table version."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Iterable, Optional
 from tfx.components.example_gen import driver, input_processor
 from tfx.proto import example_gen_pb2, range_config_pb2
 
-from tfx_tabular.source import parquet
+from tfx_tabular.source import parquet, tables
 
 
 class _InputProcessor(input_processor.FileBasedInputProcessor):
@@ -20,6 +21,9 @@ class _InputProcessor(input_processor.FileBasedInputProcessor):
             pattern = self.get_pattern_for_span_version(split.pattern, span, version)
             for info in parquet.list_files(filesystem, base, [pattern]):
                 digest.update(f"{split.name}\0{info.path}\0{info.size}\0{info.mtime_ns}\n".encode())
+        # A table version that only removes files leaves every data file as it was.
+        for info in tables.log_files(filesystem, base):
+            digest.update(f"log\0{info.path}\0{info.size}\0{info.mtime_ns}\n".encode())
         return f"sha256:{digest.hexdigest()}"
 
 
