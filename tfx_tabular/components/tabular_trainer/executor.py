@@ -100,6 +100,11 @@ def _transform_output(input_dict: Dict[str, List]):
     )
 
 
+def _steps_per_epoch(examples, split: str, batch_size: int) -> int:
+    """Whole batches in the split's rows, at least one (a split smaller than a batch)."""
+    return max(1, row_counts(examples)[split] // batch_size)
+
+
 def _training_config(params, input_dict, exec_properties, hyperparameters, strategy):
     """The training stage's config: the spec's parameters named like its fields, and what is
     made of the others (the loaded model function, its arguments) and of the artifacts."""
@@ -107,7 +112,7 @@ def _training_config(params, input_dict, exec_properties, hyperparameters, strat
     examples = artifact_utils.get_single_instance(input_dict[spec.EXAMPLES])
     return TrainingConfig.from_parameters(
         params,
-        steps_per_epoch=max(1, row_counts(examples)[train_split] // params["batch_size"]),
+        steps_per_epoch=_steps_per_epoch(examples, train_split, params["batch_size"]),
         train_steps=train_args.num_steps or None,
         eval_steps=eval_args.num_steps or None,
         model_fn=user_code.load_model_fn(params["model_fn"], params["module_file"]),
@@ -151,7 +156,7 @@ class Executor(base_executor.BaseExecutor):
         # The stock Trainer needs train_args.num_steps; from the row counts, epochs work too.
         steps = None
         if not train_args.num_steps:
-            steps = row_counts(examples)[splits[0]] // params["batch_size"] * params["epochs"]
+            steps = _steps_per_epoch(examples, splits[0], params["batch_size"]) * params["epochs"]
         run_fn(user_code.fn_args(input_dict, output_dict, exec_properties, hyperparameters, steps))
 
     def _train(
