@@ -25,6 +25,7 @@ from benchmarks import (
     report_portable_runner,
     report_readme,
     report_schema_inference,
+    report_wide_table,
 )
 
 # Section name (its key in the results file) → render(record) -> harness.Section.
@@ -35,6 +36,7 @@ RENDERERS = {
     "input_pipeline": report_input_pipeline.render,
     "memory_cap": report_memory_cap.render,
     "portable_runner": report_portable_runner.render,
+    "wide_table": report_wide_table.render,
 }
 VERDICTS = {True: "**met**", False: "**not met**", None: "not measured"}
 

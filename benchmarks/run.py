@@ -29,6 +29,7 @@ from benchmarks import (
     report,
     report_readme,
     schema_inference,
+    wide_table,
 )
 
 SECTIONS = {
@@ -38,6 +39,7 @@ SECTIONS = {
     "input_pipeline": input_pipeline.run,
     "memory_cap": memory_cap.run,
     "portable_runner": portable_runner.run,
+    "wide_table": wide_table.run,
 }
 
 

@@ -120,7 +120,16 @@ def _add_conversion_arguments(p: argparse.ArgumentParser) -> None:
         "--batch-size",
         type=positive_int,
         default=PARAMETERS["batch_size"].default,
-        help="rows per Arrow batch read and encoded at a time",
+        help="rows per Arrow batch read and encoded at a time, at most",
+    )
+    g.add_argument(
+        "--batch-bytes",
+        type=positive_int,
+        default=PARAMETERS["batch_bytes"].default,
+        metavar="BYTES",
+        help="about this many bytes per batch (rows sized by the footers' uncompressed column "
+        "sizes): wide rows come fewer than --batch-size at a time, and columnar records hold "
+        "fewer rows",
     )
     g.add_argument(
         "--columnar-batch-rows",
@@ -196,6 +205,7 @@ def cmd_convert(args) -> dict:
             "compression_level": args.gzip_level,
             "num_shards": args.num_shards,
             "batch_size": args.batch_size,
+            "batch_bytes": args.batch_bytes,
             "columnar_batch_rows": args.columnar_batch_rows,
             "table_version": args.table_version,
         }

@@ -16,7 +16,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from tfx_tabular.conversion import transform
-from tfx_tabular.conversion.plan import OutputOptions, Splits
+from tfx_tabular.conversion.plan import OutputOptions, Splits, sized_for
 from tfx_tabular.conversion.publish import ConversionResult, publish
 from tfx_tabular.conversion.staging import PUBLISHED_MARKER, Staging
 from tfx_tabular.conversion.transform import WriteExamples, watching
@@ -58,6 +58,7 @@ def run_conversion(
     there as `Split-<name>/FeatureStats.pb` (`tfx_tabular.statistics.engine`)."""
     check_sdk_workers(pipeline.options)
     _compile_kernels()
+    options = sized_for(options, dataset)
     staging = Staging.create(output_dir)
     start = time.perf_counter()
     try:

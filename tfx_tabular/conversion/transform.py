@@ -44,7 +44,8 @@ PROGRESS_DIR = "progress"
 ROW_COUNTS_DIR = "row_counts"
 # Rows read at a time with statistics (encoded `batch_size` rows at a time): a row group of the
 # common writers' size, so the statistics count whole row groups, each dictionary page once
-# (the price: each converting thread holds a decoded row group, not `batch_size` rows).
+# (the price: each converting thread holds a decoded row group, not `batch_size` rows), unless
+# that exceeds `OutputOptions.batch_bytes` (wide rows).
 STATISTICS_READ_ROWS = 65_536
 FEATURE_STATS_DIR = "feature_stats"  # in the staging folder: Split-<name>/FeatureStats.pb
 # In the staging folder: <split>/shard-<index>, each shard's SplitStatistics bytes, merged by
@@ -186,6 +187,8 @@ class ConvertShard(beam.DoFn):
     def setup(self):
         encoding.reuse_freed_memory()
         self._features = self._dataset.features
+        # A record's bytes per row beyond the values: each feature's key and field headers.
+        self._key_bytes = sum(len(f.name.encode()) + 8 for f in self._features)
         self._key_features = (
             features_of(
                 pa.schema([self._dataset.schema.field(k) for k in self._splits.keys]),
@@ -278,9 +281,6 @@ class ConvertShard(beam.DoFn):
         batches = _ColumnarBatches(self._features, columnar_writers, self._options)
         rows = np.zeros(len(writers), dtype=np.int64)
         progress = _ShardProgress(self._temp_dir, shard_index)
-        read_rows = self._options.batch_size
-        if split_statistics is not None:
-            read_rows = max(read_rows, STATISTICS_READ_ROWS)
         for file_index, row_groups in self._shards[shard_index]:
             info = self._dataset.files[file_index]
             if (
@@ -288,6 +288,7 @@ class ConvertShard(beam.DoFn):
                 and info.relative not in self._splits.file_splits
             ):
                 continue
+            read_rows, step = self._batch_rows(info, split_statistics is not None)
             for batch in parquet.read_batches(
                 self._dataset, info, row_groups, read_rows, string_dictionaries=True
             ):
@@ -295,7 +296,7 @@ class ConvertShard(beam.DoFn):
                     columns = encoding.feature_columns(batch, self._features)
                 except encoding.ConversionError as e:
                     raise ColumnError(f"{info.path}: {e}") from None
-                split_ids = self._write_batch(writers, rows, batch, columns, info.relative)
+                split_ids = self._write_batch(writers, rows, batch, columns, info.relative, step)
                 batches.add(columns, split_ids)
                 if split_statistics is not None:
                     statistics.add_batch(split_statistics, columns, split_ids)
@@ -304,10 +305,21 @@ class ConvertShard(beam.DoFn):
         progress.write()
         return rows
 
-    def _write_batch(self, writers, rows, batch: pa.RecordBatch, columns, relative: str):
-        """Encodes a read batch `batch_size` rows at a time into the split writers; returns
-        each row's split."""
-        step = self._options.batch_size
+    def _batch_rows(self, info: parquet.ParquetFileInfo, with_statistics: bool) -> tuple[int, int]:
+        """Rows of `info` read at a time, and encoded at a time: `batch_size` (with statistics,
+        STATISTICS_READ_ROWS read), at most about `batch_bytes` of them, read or encoded (a
+        record also holds every feature's name: wide rows grow several times when encoded)."""
+        budget, most = self._options.batch_bytes, self._options.batch_size
+        if with_statistics:
+            most = max(most, STATISTICS_READ_ROWS)
+        read_rows = parquet.rows_for_bytes(info, budget, most)
+        encoded_row = parquet.row_bytes(info) + self._key_bytes
+        step = max(1, min(read_rows, self._options.batch_size, int(budget // encoded_row)))
+        return read_rows, step
+
+    def _write_batch(self, writers, rows, batch: pa.RecordBatch, columns, relative: str, step):
+        """Encodes a read batch `step` rows at a time into the split writers; returns each
+        row's split."""
         all_ids = []
         for start in range(0, batch.num_rows, step):
             stop = min(start + step, batch.num_rows)

@@ -82,19 +82,36 @@ def _check_encoding(column: pq.ColumnChunkMetaData) -> None:
     )
 
 
+def _leaf_count(t: pa.DataType) -> int:
+    """How many Parquet leaf columns an Arrow column of type `t` is stored as."""
+    if pa.types.is_struct(t):
+        return sum(_leaf_count(t[i].type) for i in range(t.num_fields))
+    if pa.types.is_map(t):
+        return _leaf_count(t.key_type) + _leaf_count(t.item_type)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _leaf_count(t.value_type)
+    return 1
+
+
 def _footer_stats(
     metadata: pq.FileMetaData, schema: pa.Schema
-) -> tuple[tuple[str, ColumnStats], ...]:
-    """Footer statistics per flat top-level column; checks every column chunk's encodings too
-    (one walk over the chunks: footers of thousands of columns are long)."""
+) -> tuple[tuple[tuple[str, ColumnStats], ...], tuple[tuple[str, int], ...]]:
+    """Footer statistics per flat top-level column, and each top-level column's uncompressed
+    bytes over all row groups; checks every column chunk's encodings too (one walk over the
+    chunks: footers of thousands of columns are long)."""
     # Leaf statistics describe rows only for flat top-level columns (names may contain dots).
     flat = {f.name for f in schema if not pa.types.is_nested(f.type)}
+    # Leaves come in the schema's order, each top-level column's together.
+    owners = [f.name for f in schema for _ in range(_leaf_count(f.type))]
+    sizes = dict.fromkeys(schema.names, 0)
     stats: dict[str, ColumnStats] = {}
     for g in range(metadata.num_row_groups):
         group = metadata.row_group(g)
         for c in range(group.num_columns):
             column = group.column(c)
             _check_encoding(column)
+            if c < len(owners):
+                sizes[owners[c]] += column.total_uncompressed_size
             if column.path_in_schema not in flat:
                 continue
             st = column.statistics
@@ -111,7 +128,7 @@ def _footer_stats(
             )
             name = column.path_in_schema
             stats[name] = stats[name].merge(current) if name in stats else current
-    return tuple(stats.items())
+    return tuple(stats.items()), tuple(sizes.items())
 
 
 def _unpickle(cls, schema: bytes, state: bytes):
@@ -144,6 +161,8 @@ class ParquetFileInfo(_QuickPickle):
     size: int
     mtime_ns: int
     column_stats: tuple[tuple[str, ColumnStats], ...] = ()
+    # Each column's uncompressed bytes over all row groups, from the footer: how wide a row is.
+    column_bytes: tuple[tuple[str, int], ...] = ()
 
 
 _META = "tfx_tabular."
@@ -472,7 +491,7 @@ def _read_footer(filesystem: pafs.FileSystem, base: str, info: pafs.FileInfo) ->
         raise InputError(f"{info.path}: not a readable Parquet file ({e})") from None
     _check_unique_names(info.path, schema)
     try:
-        stats = _footer_stats(metadata, schema)
+        stats, sizes = _footer_stats(metadata, schema)
     except ColumnError as e:
         raise ColumnError(f"{info.path}: {e}") from None
     relative = posixpath.relpath(info.path, base)
@@ -488,6 +507,7 @@ def _read_footer(filesystem: pafs.FileSystem, base: str, info: pafs.FileInfo) ->
         size=info.size,
         mtime_ns=info.mtime_ns or 0,
         column_stats=stats,
+        column_bytes=sizes,
     )
 
 
@@ -804,6 +824,19 @@ def _dictionary_columns(metadata: pq.FileMetaData, row_group: int, columns) -> l
         and chunk.has_dictionary_page
         and chunk.physical_type == "BYTE_ARRAY"
     ]
+
+
+def row_bytes(info: ParquetFileInfo) -> float:
+    """A row's uncompressed bytes in `info`'s columns (those read), from its footer: dictionary
+    pages counted once, so decoded rows are somewhat wider; 1 for a file without rows."""
+    wanted = set(info.schema.names)
+    total = sum(size for name, size in info.column_bytes if name in wanted)
+    return max(1.0, total / info.num_rows) if info.num_rows else 1.0
+
+
+def rows_for_bytes(info: ParquetFileInfo, budget: int, most: int) -> int:
+    """Rows of `info` per batch: at most `most`, and about `budget` bytes of them (at least 1)."""
+    return max(1, min(most, int(budget // row_bytes(info))))
 
 
 def read_batches(

@@ -11,8 +11,11 @@ sketch is used:
   std_dev (float64, merged with Chan's formula), num_zeros, num_nan, avg_length,
   invalid_utf8_count;
 * tfx_bsl's QuantilesSketch (the one TFDV's BasicStatsGenerator uses, eps 0.01): median,
-  quantiles and standard histograms and the num_values histogram. Ranks within 1% of the count
-  (integers and value counts go in as distinct values with their counts as weights);
+  quantiles and standard histograms and the num_values histogram of list features. Ranks within
+  1% of the count (integers and value counts go in as distinct values with their counts as
+  weights). Scalar numeric features use our fixed-memory KLL sketch instead (`quantiles`, read
+  out by the same rule, also within 1%), updated for all of them in one call per batch
+  (`numeric`): tfx_bsl's sketch held more than the values at thousands of columns;
 * Misra-Gries (`sketches.TopK`, 1,000 counters, as TFDV's sketch-based top-k), fed each
   batch's distinct strings with their counts: top_values and rank_histogram. Exact when a
   split's feature holds at most 1,000 distinct values; otherwise each count errs by at most
@@ -53,6 +56,8 @@ from tfx_bsl.sketches import QuantilesSketch
 from tfx_tabular.coders.encoding import FeatureValues
 from tfx_tabular.source.mapping import Feature, Kind
 from tfx_tabular.statistics import histograms
+from tfx_tabular.statistics import quantiles as kll
+from tfx_tabular.statistics.numeric import ScalarNumerics
 from tfx_tabular.statistics.sketches import DistinctCount, TopK, string_hash, string_table
 
 # tensorflow_data_validation.StatsOptions' defaults, as stock StatisticsGen runs it.
@@ -328,12 +333,19 @@ class _StringTable:
         self.any_invalid = not ascii and array_util.CountInvalidUTF8(dictionary) > 0
 
 
-def _quantiles_to_text(sketch: QuantilesSketch) -> str:
+_KLL_PREFIX = "kll:"  # a scalar numeric feature's `quantiles.Quantiles`, not tfx_bsl's sketch
+
+
+def _quantiles_to_text(sketch) -> str:
+    if isinstance(sketch, kll.Quantiles):
+        return _KLL_PREFIX + sketch.to_text()
     # QuantilesSketch offers its state only through the pickling protocol's __getstate__.
     return base64.b64encode(sketch.__getstate__()).decode()
 
 
-def _quantiles_from_text(text: str) -> QuantilesSketch:
+def _quantiles_from_text(text: str):
+    if text.startswith(_KLL_PREFIX):
+        return kll.Quantiles.from_text(text[len(_KLL_PREFIX) :])
     sketch = QuantilesSketch.__new__(QuantilesSketch)
     sketch.__setstate__(base64.b64decode(text))
     return sketch
@@ -376,7 +388,7 @@ class FeatureStatistics:
         if not present_rows:
             return
         if self.scalar:
-            # num_values is 1 for every present row: its sketch is made once, in `value_counts`
+            # num_values is 1 for every present row: no sketch (see `value_counts`)
             self.num_non_missing += present_rows
             self.tot_num_values += present_rows
             self.min_num_values, self.max_num_values = 1, 1
@@ -401,13 +413,12 @@ class FeatureStatistics:
             self.num_values = _quantiles_sketch()
         self.num_values.AddValues(pa.array(counts), pa.array(rows[counts].astype(np.float64)))
 
-    def value_counts(self) -> QuantilesSketch:
-        """The sketch of the number of values per present row."""
+    def value_counts(self, num_buckets: int) -> tuple[np.ndarray, np.ndarray]:
+        """The quantiles and cumulative counts of the number of values per present row; a
+        scalar's without a sketch (all 1, as tfx_bsl's sketch of them reads)."""
         if self.num_values is not None:
-            return self.num_values
-        sketch = _quantiles_sketch()
-        sketch.AddValues(pa.array([1]), pa.array([float(self.num_non_missing)]))
-        return sketch
+            return _quantiles_and_counts(self.num_values, num_buckets)
+        return np.ones(num_buckets + 1), np.full(num_buckets + 1, float(self.num_non_missing))
 
     def _add_integers(self, values: np.ndarray, weights: np.ndarray) -> None:
         """Integers as distinct values and their counts: exact sums from the counts, and the
@@ -474,7 +485,7 @@ class FeatureStatistics:
         """Fold the quantile sketches' buffers into their summaries, as TFDV's combiner does
         before Beam shuffles its accumulators (fewer bytes to write and merge, same bounds)."""
         for sketch in (self.num_values, self.quantiles):
-            if sketch is not None:
+            if isinstance(sketch, QuantilesSketch):
                 sketch.Compact()
 
     def to_dict(self) -> dict:
@@ -522,18 +533,48 @@ class FeatureStatistics:
                 mine.merge(theirs)
 
 
+def _is_scalar_numeric(feature: Feature) -> bool:
+    """Kept in a `numeric.ScalarNumerics` block: one value slot per row."""
+    return (
+        feature.list_depth == 0
+        and feature.row_lengths_of is None
+        and feature.kind in (Kind.INT, Kind.FLOAT)
+        and not pa.types.is_null(feature.leaf_type)
+    )
+
+
 class SplitStatistics:
-    """The mergeable statistics of one split: its row count and each feature's state."""
+    """The mergeable statistics of one split: its row count and each feature's state. Scalar
+    numeric features accumulate in one block per kind (`numeric`), folded into their
+    FeatureStatistics when the split is written, read or merged."""
 
     def __init__(self, features: Sequence[Feature] = ()):
         self.num_examples = 0
         self.features = {
             f.name: FeatureStatistics(f.kind, scalar=f.list_depth == 0) for f in features
         }
+        self._scalar_names = {
+            kind: [f.name for f in features if _is_scalar_numeric(f) and f.kind == kind]
+            for kind in (Kind.INT, Kind.FLOAT)
+        }
+        self.scalar_blocks = self._new_blocks()
+
+    def _new_blocks(self) -> dict[Kind, ScalarNumerics]:
+        return {kind: ScalarNumerics(names) for kind, names in self._scalar_names.items() if names}
+
+    def _fold_scalars(self) -> None:
+        """Move the blocks' state into the features' FeatureStatistics; the blocks start over."""
+        for kind, block in self.scalar_blocks.items():
+            for index, name in enumerate(block.names):
+                fields, sketch = block.feature(index)
+                if fields["num_non_missing"]:
+                    self.features[name].merge(_scalar_statistics(kind, fields, sketch))
+        self.scalar_blocks = self._new_blocks()
 
     def to_bytes(self) -> bytes:
         """The accumulator as bytes (a shard's part file): JSON numbers and the sketches' own
         serialized forms, so any worker's Python and tfx_bsl can merge it."""
+        self._fold_scalars()
         for stats in self.features.values():
             stats.compact()
         features = {name: stats.to_dict() for name, stats in self.features.items()}
@@ -550,6 +591,8 @@ class SplitStatistics:
         return result
 
     def merge(self, other: SplitStatistics) -> SplitStatistics:
+        self._fold_scalars()
+        other._fold_scalars()
         self.num_examples += other.num_examples
         for name, stats in other.features.items():
             if name in self.features:
@@ -559,22 +602,45 @@ class SplitStatistics:
         return self
 
 
+def _scalar_statistics(kind: Kind, fields: dict, sketch: kll.Quantiles) -> FeatureStatistics:
+    """A scalar feature's FeatureStatistics from its block's `fields` and sketch."""
+    stats = FeatureStatistics(kind, scalar=True)
+    for name, value in fields.items():
+        setattr(stats, name, value)
+    stats.tot_num_values = stats.num_non_missing
+    stats.min_num_values = stats.max_num_values = 1
+    stats.quantiles = sketch if stats.count else None
+    return stats
+
+
 def add_batch(
     splits: Sequence[SplitStatistics],
     values: Iterable[tuple[Feature, FeatureValues]],
     split_ids: np.ndarray,
 ) -> None:
     """Add a batch's encoded features (`encoding.feature_columns`), row r to
-    `splits[split_ids[r]]`. `values` may be a generator: one feature at a time is held."""
+    `splits[split_ids[r]]`. `values` may be a generator: one feature at a time is held, but
+    for the scalar numeric ones (each split's blocks take them together)."""
     split_rows = np.bincount(split_ids, minlength=len(splits))
     rows = split_rows.tolist()
     for split, count in zip(splits, rows, strict=True):
         split.num_examples += count
+    blocks = splits[0].scalar_blocks if splits else {}
+    slots = {name: (kind, i) for kind, b in blocks.items() for i, name in enumerate(b.names)}
+    scalars = {kind: [None] * len(b.names) for kind, b in blocks.items()}
     for feature, fv in values:
+        if feature.name in slots:
+            kind, index = slots[feature.name]
+            scalars[kind][index] = fv
+            continue
         batch = _BatchValues(fv, feature.list_depth == 0, split_ids, split_rows)
         for index, split in enumerate(splits):
             if rows[index]:
                 split.features[feature.name].add(batch, index)
+    for index, split in enumerate(splits):
+        for kind, columns in scalars.items():
+            if rows[index]:
+                split.scalar_blocks[kind].add(columns, split_ids, index)
 
 
 @functools.cache
@@ -591,7 +657,9 @@ def _binary_array(offsets: np.ndarray, data: np.ndarray) -> pa.Array:
     )
 
 
-def _quantiles_and_counts(sketch: QuantilesSketch, num_buckets: int):
+def _quantiles_and_counts(sketch, num_buckets: int):
+    if isinstance(sketch, kll.Quantiles):
+        return sketch.quantiles_and_counts(num_buckets)
     quantiles, counts = sketch.GetQuantilesAndCumulativeWeights(num_buckets)
     return (
         quantiles.flatten().to_numpy(zero_copy_only=False),
@@ -621,9 +689,7 @@ def _common_proto(stats: FeatureStatistics, num_examples: int, out) -> None:
         out.max_num_values = stats.max_num_values
         out.avg_num_values = stats.tot_num_values / stats.num_non_missing
         out.num_values_histogram.CopyFrom(
-            histograms.quantiles_histogram(
-                *_quantiles_and_counts(stats.value_counts(), NUM_VALUES_HISTOGRAM_BUCKETS)
-            )
+            histograms.quantiles_histogram(*stats.value_counts(NUM_VALUES_HISTOGRAM_BUCKETS))
         )
 
 
@@ -715,6 +781,7 @@ def _feature_proto(name: str, stats: FeatureStatistics, num_examples: int, out) 
 def statistics_list(split: SplitStatistics):
     """The `DatasetFeatureStatisticsList` stock StatisticsGen writes for one split: one dataset,
     its features in name order (no features for a split without rows, as TFDV)."""
+    split._fold_scalars()
     result = statistics_pb2.DatasetFeatureStatisticsList()
     dataset = result.datasets.add(num_examples=split.num_examples)
     if split.num_examples:

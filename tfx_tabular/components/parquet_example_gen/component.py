@@ -69,6 +69,9 @@ class ParquetExampleGen(base_beam_component.BaseBeamComponent):
     `columnar_batch_rows` and `columnar_layout_version` properties). Stock components read only
     the `Split-<name>` folders; `tfx_tabular.input_fn` (TabularTrainer) reads the batches.
     `table_version`: a Delta Lake version or Iceberg snapshot id to read.
+    `batch_bytes` (default 16 MiB): about this many bytes per batch read and encoded, rows sized
+    by the footers' uncompressed column sizes; wide rows (thousands of columns) come fewer than
+    `batch_size` at a time, and their columnar records hold fewer than `columnar_batch_rows`.
     """
 
     SPEC_CLASS = ParquetExampleGenSpec
@@ -94,6 +97,7 @@ class ParquetExampleGen(base_beam_component.BaseBeamComponent):
         compression_level: Optional[int] = None,
         num_shards: Optional[int] = None,
         batch_size: Optional[int] = None,
+        batch_bytes: Optional[int] = None,
         columnar_batch_rows: Optional[int] = None,
         compute_example_statistics: Optional[bool] = None,
         **deprecated,
@@ -136,6 +140,7 @@ class ParquetExampleGen(base_beam_component.BaseBeamComponent):
                 compression_level=compression_level,
                 num_shards=num_shards,
                 batch_size=batch_size,
+                batch_bytes=batch_bytes,
                 columnar_batch_rows=columnar_batch_rows,
                 compute_example_statistics=(
                     None if compute_example_statistics is None else int(compute_example_statistics)

@@ -32,6 +32,8 @@ PARAMETERS = {
     "compression_level": Parameter(int, default=OutputOptions.compression_level),
     "num_shards": Parameter(int, default=OutputOptions.num_shards),
     "batch_size": Parameter(int, default=OutputOptions.batch_size),
+    # About this many bytes per batch read and encoded (wide rows: fewer than batch_size rows).
+    "batch_bytes": Parameter(int, default=OutputOptions.batch_bytes),
     # Rows per columnar batch record, written beside the per-row Examples (`columnar/`) for
     # TabularTrainer's input; 0: not written.
     "columnar_batch_rows": Parameter(int, default=OutputOptions.columnar_batch_rows),

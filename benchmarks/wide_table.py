@@ -1,0 +1,195 @@
+"""Section — wide tables (issue 28): a 2,000-column dataset converted with and without the
+one-pass statistics, beside a Criteo-shaped dataset of the same number of values, each in a
+fresh child process (repeats interleaved); then `infer-schema` and `show-schema` on the wide
+output. Reported per configuration: wall seconds, CPU seconds of the process tree, peak RSS.
+
+    python -m benchmarks.wide_table DIR [--rows 50000] [--columns 2000]
+
+writes the wide dataset alone (for trying things by hand).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import sys
+import time
+
+from benchmarks import harness
+from benchmarks.harness import Context
+
+ROWS = 50_000
+COLUMNS = 2_000
+FILES = 5  # one row group each, as pyarrow and pandas write a file by default
+NULL_SHARE = 0.05
+CATEGORIES = 1_000  # distinct strings per string column
+CONFIGS = ("wide-without", "wide-with", "criteo-without", "criteo-with")
+
+
+def wide_columns(columns: int) -> list[tuple[str, str]]:
+    """(name, type) of the wide table: two fifths int64, two fifths float64, a fifth strings."""
+    kinds = ("int", "float", "int", "float", "string")
+    return [(f"f{i:04d}_{kinds[i % 5]}", kinds[i % 5]) for i in range(columns)]
+
+
+def _wide_column(kind: str, rows: int, rng):
+    import numpy as np
+    import pyarrow as pa
+
+    mask = rng.random(rows) < NULL_SHARE
+    if kind == "int":
+        return pa.array(rng.geometric(0.01, rows).astype(np.int64), mask=mask)
+    if kind == "float":
+        return pa.array(rng.standard_normal(rows), mask=mask)
+    dictionary = pa.array([f"v{j:07x}" for j in range(CATEGORIES)])
+    codes = pa.array(rng.zipf(1.3, rows) % CATEGORIES, mask=mask)
+    return dictionary.take(codes)
+
+
+def write_wide_dataset(root: str, rows: int = ROWS, columns: int = COLUMNS) -> str:
+    """`rows` x `columns` in FILES files under `root` (kept and reused when complete)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if harness._complete(root, rows):
+        return root
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(root)
+    rng = np.random.default_rng(28)
+    names = wide_columns(columns)
+    for index, count in enumerate(np.diff(np.linspace(0, rows, FILES + 1).astype(int))):
+        arrays = [_wide_column(kind, int(count), rng) for _, kind in names]
+        table = pa.table(arrays, names=[name for name, _ in names])
+        pq.write_table(table, os.path.join(root, f"part-{index:05d}.parquet"))
+    harness._mark_complete(root, rows)
+    return root
+
+
+def task_convert(input_base: str, output_dir: str, with_statistics: bool) -> dict:
+    from tfx_tabular.conversion import convert, plan
+
+    dataset, splits = plan.plan_conversion(input_base)
+    statistics_dir = os.path.join(output_dir, "statistics") if with_statistics else None
+    start, cpu = time.perf_counter(), _cpu_seconds()
+    result = convert.convert(
+        dataset, os.path.join(output_dir, "examples"), splits, statistics_dir=statistics_dir
+    )
+    return {
+        "rows": sum(result.rows.values()),
+        "expected": dataset.num_rows,
+        "values": _values(dataset),
+        "seconds": time.perf_counter() - start,
+        "cpu_seconds": _cpu_seconds() - cpu,
+    }
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and its waited-for children (Beam's DirectRunner uses threads)."""
+    own, children = (
+        resource.getrusage(r) for r in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _values(dataset) -> int:
+    """The non-null cells of a dataset, from its footers (a list column counts its rows)."""
+    stats = dataset.column_stats()
+    return sum(dataset.num_rows - (s.null_count or 0) for s in stats.values())
+
+
+def task_schema(examples_dir: str, statistics_dir: str, schema_path: str) -> dict:
+    """`infer-schema` then `show-schema`, as a user types them (their CLI functions, timed)."""
+    from tfx_tabular.cli import app
+
+    start = time.perf_counter()
+    infer = ["infer-schema", examples_dir, "--example-statistics", statistics_dir]
+    if app.main([*infer, "-o", schema_path]) != 0:
+        raise RuntimeError("infer-schema failed")
+    inferred = time.perf_counter()
+    with open(os.devnull, "w") as sink:
+        stdout, sys.stdout = sys.stdout, sink
+        try:
+            code = app.main(["show-schema", schema_path])
+        finally:
+            sys.stdout = stdout
+    if code != 0:
+        raise RuntimeError("show-schema failed")
+    return {"infer_seconds": inferred - start, "show_seconds": time.perf_counter() - inferred}
+
+
+def _convert(ctx: Context, name: str, data: str, target: str, with_statistics: bool) -> dict:
+    shutil.rmtree(target, ignore_errors=True)
+    run = harness.run_task(
+        ctx,
+        name,
+        "wide_table:task_convert",
+        input_base=data,
+        output_dir=target,
+        with_statistics=with_statistics,
+    )
+    r = run.result
+    print(
+        f"  {name}: {r['seconds']:.2f} s, {r['cpu_seconds']:.1f} CPU-s, "
+        f"peak RSS {run.peak_rss / 2**20:,.0f} MiB",
+        flush=True,
+    )
+    return harness.sample(run)
+
+
+def run(ctx: Context) -> dict:
+    """Measure the section; returns its results record (see `report_wide_table`)."""
+    print("Section — wide tables: 2,000 columns vs Criteo-shaped, with and without statistics")
+    wide = write_wide_dataset(ctx.path("data", f"wide-{ROWS}x{COLUMNS}"))
+    criteo_rows = ROWS * COLUMNS // len(_criteo_columns())
+    data = {"wide": wide, "criteo": ctx.dataset(min(criteo_rows, ctx.rows))}
+    out = ctx.path("wide")
+    _convert(ctx, "wide-warm-up", wide, os.path.join(out, "warm-up"), True)
+    samples = {config: [] for config in CONFIGS}
+    for repeat in range(ctx.repeats):
+        for config in CONFIGS:
+            source, statistics = config.split("-")
+            target = os.path.join(out, f"{config}-{repeat}")
+            samples[config].append(
+                _convert(ctx, f"{config}-{repeat}", data[source], target, statistics == "with")
+            )
+            if repeat or config != "wide-with":
+                shutil.rmtree(target, ignore_errors=True)
+    kept = os.path.join(out, "wide-with-0")
+    schema = harness.run_task(
+        ctx,
+        "wide-schema",
+        "wide_table:task_schema",
+        examples_dir=os.path.join(kept, "examples"),
+        statistics_dir=os.path.join(kept, "statistics"),
+        schema_path=os.path.join(out, "schema.pbtxt"),
+    ).result
+    print(
+        f"  infer-schema {schema['infer_seconds']:.2f} s, show-schema "
+        f"{schema['show_seconds']:.2f} s",
+        flush=True,
+    )
+    shutil.rmtree(out, ignore_errors=True)
+    return {"rows": ROWS, "columns": COLUMNS, "samples": samples, "schema": schema}
+
+
+def _criteo_columns() -> list[str]:
+    from tfx_tabular.demo import criteo
+
+    return criteo.SCHEMA.names
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.wide_table", description=__doc__)
+    p.add_argument("dir")
+    p.add_argument("--rows", type=int, default=ROWS)
+    p.add_argument("--columns", type=int, default=COLUMNS)
+    args = p.parse_args(argv)
+    print(write_wide_dataset(args.dir, args.rows, args.columns))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

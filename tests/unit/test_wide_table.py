@@ -1,0 +1,241 @@
+"""Wide tables (issue 28): batches sized by bytes from the footers, columnar records capped by
+the same budget, and the scalar numeric statistics' fixed-memory quantiles sketch."""
+
+import glob
+import json
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import IN_MEMORY_BEAM
+
+from tfx_tabular.coders import columnar
+from tfx_tabular.conversion import convert, plan
+from tfx_tabular.source import parquet
+from tfx_tabular.statistics import quantiles
+
+ROWS = 2_000
+
+
+def wide_table(columns: int, rows: int = ROWS) -> pa.Table:
+    rng = np.random.default_rng(7)
+    arrays = {}
+    for i in range(columns):
+        if i % 3 == 0:
+            arrays[f"i{i}"] = pa.array(rng.integers(0, 1000, rows), mask=rng.random(rows) < 0.1)
+        elif i % 3 == 1:
+            arrays[f"f{i}"] = pa.array(rng.standard_normal(rows))
+        else:
+            arrays[f"s{i}"] = pa.array([f"v{j}" for j in rng.integers(0, 50, rows)])
+    return pa.table(arrays)
+
+
+@pytest.fixture(scope="module")
+def wide_dataset(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("wide")
+    pq.write_table(wide_table(300), folder / "part-0.parquet")
+    return str(folder)
+
+
+def test_row_bytes_come_from_the_footers_uncompressed_column_sizes(tmp_path):
+    table = pa.table(
+        {
+            "n": pa.array(np.arange(1000, dtype=np.int64)),
+            "s": pa.array([{"a": i, "b": [i, i]} for i in range(1000)]),
+            "l": pa.array([[float(i)] * 3 for i in range(1000)]),
+        }
+    )
+    pq.write_table(table, tmp_path / "f.parquet")
+    (info,) = parquet.open_dataset(str(tmp_path)).files
+    metadata = pq.ParquetFile(tmp_path / "f.parquet").metadata
+    group = metadata.row_group(0)
+    leaves = {
+        group.column(c).path_in_schema: group.column(c).total_uncompressed_size
+        for c in range(group.num_columns)
+    }
+    sizes = dict(info.column_bytes)
+    assert sizes["n"] == leaves["n"]
+    assert sizes["s"] == sum(v for k, v in leaves.items() if k.startswith("s."))
+    assert sizes["l"] == sum(v for k, v in leaves.items() if k.startswith("l."))
+    assert parquet.row_bytes(info) == pytest.approx(sum(leaves.values()) / 1000)
+    narrowed = parquet.open_dataset(str(tmp_path), columns=["n"]).files[0]
+    assert parquet.row_bytes(narrowed) == pytest.approx(leaves["n"] / 1000)
+
+
+def test_the_byte_budget_bites_on_wide_rows_only(wide_dataset, demo_dataset):
+    wide = parquet.open_dataset(wide_dataset).files[0]
+    assert parquet.rows_for_bytes(wide, 256 << 10, 8192) < ROWS
+    assert parquet.rows_for_bytes(wide, 1, 8192) == 1
+    for info in parquet.open_dataset(demo_dataset).files:  # Criteo-shaped rows: unchanged
+        assert parquet.rows_for_bytes(info, plan.DEFAULT_BATCH_BYTES, 65_536) == 65_536
+
+
+def test_columnar_records_are_cut_to_whole_slices_of_the_budget(wide_dataset, demo_dataset):
+    wide = parquet.open_dataset(wide_dataset)
+    sized = plan.sized_for(plan.OutputOptions(batch_bytes=1 << 20), wide)
+    assert sized.columnar_batch_rows % columnar.SLICE_ROWS == 0
+    assert (
+        columnar.SLICE_ROWS <= sized.columnar_batch_rows < plan.OutputOptions().columnar_batch_rows
+    )
+    off = plan.OutputOptions(columnar_batch_rows=0, batch_bytes=1)
+    assert plan.sized_for(off, wide).columnar_batch_rows == 0
+    default = plan.OutputOptions()
+    assert plan.sized_for(default, parquet.open_dataset(demo_dataset)) == default
+
+
+def test_batch_bytes_must_be_positive_and_is_a_parameter():
+    with pytest.raises(ValueError, match="batch_bytes must be positive, not 0"):
+        plan.OutputOptions(batch_bytes=0)
+    config = plan.ConversionConfig.from_parameters({"batch_bytes": 12345})
+    assert config.output.batch_bytes == 12345
+    from tfx_tabular.components.parquet_example_gen import spec
+
+    assert spec.PARAMETERS["batch_bytes"].default == plan.OutputOptions.batch_bytes
+
+
+def test_small_byte_budgets_write_the_same_records_and_statistics(wide_dataset, tmp_path):
+    dataset, splits = plan.plan_conversion(wide_dataset)
+    outputs = {}
+    for budget in (plan.DEFAULT_BATCH_BYTES, 200_000):
+        out = tmp_path / str(budget)
+        result = convert.convert(
+            dataset,
+            str(out / "examples"),
+            splits,
+            plan.OutputOptions(batch_bytes=budget),
+            beam_pipeline_args=IN_MEMORY_BEAM,
+            statistics_dir=str(out / "statistics"),
+        )
+        records = {}
+        for path in sorted(glob.glob(str(out / "examples" / "Split-*" / "data_tfrecord-*"))):
+            with open(path, "rb") as handle:
+                records[os.path.basename(os.path.dirname(path))] = handle.read()
+        stats = {}
+        for path in sorted(glob.glob(str(out / "statistics" / "Split-*" / "FeatureStats.pb"))):
+            with open(path, "rb") as handle:
+                stats[path.split(os.sep)[-2]] = moments_apart(handle.read())
+        with open(out / "examples" / columnar.FOLDER / columnar.LAYOUT_FILE) as handle:
+            layout = json.load(handle)
+        outputs[budget] = records, stats, layout["batch_rows"], result.columnar_batch_rows
+    (big, big_stats, big_rows, _), (small, small_stats, small_rows, reported) = outputs.values()
+    assert big == small  # one record per row, whatever the batches
+    # exact below the sketch's size whatever the batches, but for the moments' last bits
+    assert [s for s, _ in big_stats.values()] == [s for s, _ in small_stats.values()]
+    pairs = zip(big_stats.values(), small_stats.values(), strict=True)
+    for (_, big_moments), (_, small_moments) in pairs:
+        np.testing.assert_allclose(big_moments, small_moments, rtol=1e-12)
+    assert big_rows == plan.OutputOptions().columnar_batch_rows
+    assert small_rows == reported == columnar.SLICE_ROWS
+
+
+def moments_apart(data: bytes) -> tuple[bytes, list[float]]:
+    """A split's statistics without the numeric features' mean and std_dev, and those apart
+    (summed per batch, then merged: equal to the last bits only)."""
+    from tensorflow_metadata.proto.v0 import statistics_pb2
+
+    stats = statistics_pb2.DatasetFeatureStatisticsList.FromString(data)
+    moments = []
+    for feature in stats.datasets[0].features:
+        if feature.HasField("num_stats"):
+            moments += [feature.num_stats.mean, feature.num_stats.std_dev]
+            feature.num_stats.ClearField("mean")
+            feature.num_stats.ClearField("std_dev")
+    return stats.SerializeToString(), moments
+
+
+def exact_ranks(values: np.ndarray, boundaries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    ordered = np.sort(values)
+    return (
+        np.searchsorted(ordered, boundaries, side="left"),
+        np.searchsorted(ordered, boundaries, side="right"),
+    )
+
+
+def sketch_of(values: np.ndarray, batch: int = 1717) -> quantiles.Quantiles:
+    sketch = quantiles.Quantiles.new()
+    scratch = np.empty(quantiles.STORE)
+    for start in range(0, len(values), batch):
+        quantiles.add(sketch.items, sketch.sizes, values[start : start + batch], scratch)
+    return sketch
+
+
+def test_the_sketch_is_exact_until_its_store_is_full():
+    values = np.random.default_rng(1).standard_normal(quantiles.STORE)
+    boundaries, counts = sketch_of(values).quantiles_and_counts(4)
+    ordered = np.sort(values)
+    assert boundaries[0] == ordered[0] and boundaries[-1] == ordered[-1]
+    _, right = exact_ranks(values, boundaries)
+    np.testing.assert_array_equal(counts, right)
+
+
+@pytest.mark.parametrize("shape", ["normal", "ties", "sorted"])
+def test_sketch_ranks_within_the_epsilon_and_as_tfx_bsls(shape):
+    from tfx_bsl.sketches import QuantilesSketch
+
+    rng = np.random.default_rng(2)
+    values = {
+        "normal": rng.standard_normal(200_000),
+        "ties": rng.geometric(0.05, 200_000).astype(np.float64),
+        "sorted": np.arange(200_000, dtype=np.float64),
+    }[shape]
+    half = len(values) // 2
+    merged = sketch_of(values[:half])
+    merged.merge(quantiles.Quantiles.from_text(sketch_of(values[half:]).to_text()))
+    reference = QuantilesSketch(eps=0.01, max_num_elements=1 << 32, num_streams=1)
+    reference.AddValues(pa.array(values))
+    theirs = reference.GetQuantilesAndCumulativeWeights(100)[0].flatten().to_numpy()
+    eps = 0.01 * len(values)
+    for boundaries in (merged.quantiles_and_counts(100)[0], theirs):
+        left, right = exact_ranks(values, boundaries)
+        targets = np.arange(101) / 100 * len(values)
+        # a boundary's rank range (ties) comes within eps of its target rank
+        assert np.all((left - eps <= targets) & (targets <= right + eps))
+    _, counts = merged.quantiles_and_counts(100)
+    _, right = exact_ranks(values, merged.quantiles_and_counts(100)[0])
+    assert np.max(np.abs(counts - right)) <= eps
+    assert counts[-1] == len(values)
+
+
+def test_a_sketch_holds_at_most_its_store_and_keeps_its_weight():
+    sketch = sketch_of(np.random.default_rng(3).random(500_000), batch=65_536)
+    assert sketch.sizes[: quantiles.MAX_LEVELS].sum() <= quantiles.STORE
+    _, counts = sketch.quantiles_and_counts(10)
+    assert counts[-1] == 500_000
+
+
+def test_the_bench_section_renders_its_targets():
+    from benchmarks import report_wide_table
+
+    def sample(seconds, cpu, rss, values):
+        return {
+            "seconds": seconds,
+            "cpu_seconds": cpu,
+            "peak_rss": rss,
+            "values": values,
+            "rows": 10,
+            "expected": 10,
+        }
+
+    samples = {
+        "wide-without": [sample(40, 40, 900 << 20, 95e6)],
+        "wide-with": [sample(50, 50, 1000 << 20, 95e6)],
+        "criteo-without": [sample(5, 5, 500 << 20, 20e6)],
+        "criteo-with": [sample(6, 6, 600 << 20, 20e6)],
+    }
+    record = {
+        "rows": 10,
+        "columns": 2000,
+        "samples": samples,
+        "schema": {"infer_seconds": 1.0, "show_seconds": 9.0},
+    }
+    section = report_wide_table.render(record)
+    met = {t.name: t.met for t in section.targets}
+    assert met == {
+        "peak memory converting 2,000 columns": True,
+        "values/CPU s at 2,000 columns vs Criteo-shaped": True,  # 1.68x
+        "statistics' CPU added at 2,000 columns": True,  # +25%
+        "infer-schema and show-schema at 2,000 columns": False,
+    }
+    assert "2,000" in section.markdown
