@@ -10,6 +10,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
+from tfx_tabular.conversion.plan import splits_by_partition
 from tfx_tabular.schemas.infer import infer_schema
 from tfx_tabular.source import footer, parquet, tables
 from tfx_tabular.source.parquet import ColumnError, InputError, open_dataset
@@ -43,6 +44,12 @@ def test_null_partition_marker_is_a_null_value_and_makes_the_feature_optional(tm
         if f.name == "id"
     )
     assert always.presence.min_fraction == 1.0
+    # Held out by partition: the null value sorts first (never the "last" day).
+    splits = splits_by_partition(dataset, "day", last=1).file_splits
+    assert splits == {
+        "day=3/a.parquet": "eval",
+        "day=__HIVE_DEFAULT_PARTITION__/b.parquet": "train",
+    }
 
 
 @pytest.mark.parametrize(

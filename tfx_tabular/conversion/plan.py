@@ -60,8 +60,10 @@ def splits_by_partition(
         by_value.update({str(v): split for v in split_values})
     if last:
         integer = pa.types.is_integer(dataset.schema.field(key).type)
+        # A null partition value (the writer's null marker) sorts first: it is never held out.
         distinct = sorted(
-            {dict(f.partitions)[key] for f in dataset.files}, key=(int if integer else str)
+            {dict(f.partitions)[key] for f in dataset.files},
+            key=lambda v: (v is not None, (int(v) if integer else v) if v is not None else 0),
         )
         if len(distinct) <= last:
             raise InputError(
