@@ -109,7 +109,7 @@ def test_a_second_process_loads_every_kernel_without_compiling(
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.splitlines()[-1])
-    assert report["compiled"] == []
+    assert report["compiled"] == [], "\n".join(report["compiled"])
     assert report["loaded"] > 0
     assert _listing(cache) == before  # nothing added or rewritten: the image's cache suffices
     assert COMPILING not in result.stderr

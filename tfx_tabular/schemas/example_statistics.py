@@ -29,19 +29,24 @@ _PLACEHOLDERS = {statistics.NON_UTF8_PLACEHOLDER, statistics.LARGE_BYTES_PLACEHO
 
 def _statistics_files(uri: str) -> tuple[pafs.FileSystem, list[str]]:
     """The `Split-*/FeatureStats.pb` paths of an ExampleStatistics folder (pyarrow's filesystems:
-    TensorFlow's gfile took longer to import than the rest of `infer-schema`)."""
+    TensorFlow's gfile took longer to import than the rest of `infer-schema`). Listed
+    recursively: an object store has no folders to list, only the files' names."""
     filesystem, folder = resolve_filesystem(uri)
     try:
-        entries = filesystem.get_file_info(pafs.FileSelector(folder))
+        entries = filesystem.get_file_info(pafs.FileSelector(folder, recursive=True))
     except (FileNotFoundError, NotADirectoryError):
         return filesystem, []
-    candidates = [
-        posixpath.join(e.path, statistics.FILE_NAME)
-        for e in entries
-        if e.type == pafs.FileType.Directory and e.base_name.startswith("Split-")
-    ]
-    found = filesystem.get_file_info(sorted(candidates))
-    return filesystem, [f.path for f in found if f.type == pafs.FileType.File]
+    paths = []
+    for entry in entries:
+        parts = posixpath.relpath(entry.path, folder).split("/")
+        if (
+            entry.type == pafs.FileType.File
+            and len(parts) == 2
+            and parts[0].startswith("Split-")
+            and parts[1] == statistics.FILE_NAME
+        ):
+            paths.append(entry.path)
+    return filesystem, sorted(paths)
 
 
 def load_example_statistics(uri: str) -> dict[str, statistics_pb2.DatasetFeatureStatisticsList]:

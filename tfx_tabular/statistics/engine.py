@@ -423,6 +423,10 @@ class FeatureStatistics:
     def _add_integers(self, values: np.ndarray, weights: np.ndarray) -> None:
         """Integers as distinct values and their counts: exact sums from the counts, and the
         sketch sees each distinct value once."""
+        # One array type for the kernel (a split's column of counts is strided, a dictionary's
+        # values read-only): the type the image's cache compiled, not a new compile per task.
+        values = np.require(values, np.int64, ["C", "W"])
+        weights = np.require(weights, np.int64, ["C", "W"])
         count, zeros, low, high, mean, m2, values, weights = _integer_summary(values, weights)
         if not count:
             return
