@@ -732,6 +732,7 @@ def test_all_null_fixed_size_list_from_parquet_fails_naming_the_file(tmp_path):
     assert_fails_unpublished(dataset, tmp_path / "out", "vectors.parquet")
 
 
+@pytest.mark.slow  # ~20 s: in `make test`, not the inner loop
 def test_very_wide_rows_convert_losslessly(tmp_path):
     """10,000 columns, 200 rows. Reading them was quadratic in the column count (~35 s a batch),
     and pickling the DoFn for Beam took ~7 s."""
