@@ -62,7 +62,10 @@ def test_full_pipeline_with_stock_components(tmp_path):
 
     # The serving signature parses raw tf.Examples and applies the Transform graph itself.
     serving = tf.saved_model.load(os.path.join(model.uri, "Format-Serving"))
-    records = glob.glob(os.path.join(root, "ParquetExampleGen", "examples", "*", "Split-eval", "*"))
+    # TabularTrainer's pipeline has ParquetExampleGen write columnar batches for it too.
+    [examples_uri] = glob.glob(os.path.join(root, "ParquetExampleGen", "examples", "*"))
+    assert os.path.isfile(os.path.join(examples_uri, "columnar", "columnar.json"))
+    records = glob.glob(os.path.join(examples_uri, "Split-eval", "*"))
     batch = next(iter(tf.data.TFRecordDataset(records).batch(4)))
     assert serving.signatures["serving_default"](examples=batch)["outputs"].shape == (4, 1)
 
@@ -190,3 +193,23 @@ def test_example_statistics_build_the_schema_by_default_and_validate_when_asked(
     assert "statistics" not in off["ParquetExampleGen"].outputs
     with pytest.raises(ValueError, match="with_example_statistics must be"):
         built("both")
+
+
+def test_columnar_batches_are_written_for_the_pipelines_trainer_only(tmp_path):
+    """ParquetExampleGen alone writes per-row Examples only; create_pipeline, whose trainer is
+    TabularTrainer (their reader), asks for columnar batches unless told 0."""
+    from tfx_tabular.coders import columnar
+    from tfx_tabular.components import ParquetExampleGen
+    from tfx_tabular.conversion import plan
+
+    def example_gen(**options):
+        pipeline = create_pipeline("p", str(tmp_path), str(tmp_path), task="binary", **options)
+        [component] = [c for c in pipeline.components if c.id == "ParquetExampleGen"]
+        return component.exec_properties["columnar_batch_rows"]
+
+    assert example_gen() == columnar.DEFAULT_BATCH_ROWS
+    assert example_gen(columnar_batch_rows=0) == 0
+    assert example_gen(columnar_batch_rows=4096) == 4096
+    alone = ParquetExampleGen(input_base=str(tmp_path)).exec_properties
+    assert alone["columnar_batch_rows"] is None  # unset: the executor takes spec's default, 0
+    assert plan.ConversionConfig.from_parameters({}).output.columnar_batch_rows == 0

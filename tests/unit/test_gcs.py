@@ -15,6 +15,7 @@ import pytest
 from conftest import BUCKET, IN_MEMORY_BEAM, upload
 from test_convert import TEMP_DIR, read_split, run
 
+from tfx_tabular.coders.columnar import DEFAULT_BATCH_ROWS
 from tfx_tabular.conversion import convert as conversion
 from tfx_tabular.conversion import plan
 from tfx_tabular.conversion.plan import OutputOptions
@@ -38,7 +39,7 @@ def converted(gcs, demo_dataset, tmp_path_factory):
     folder = tmp_path_factory.mktemp("gcs_conversion")
     uploaded = upload(gcs, demo_dataset, "data")
     dataset = open_dataset(f"gs://{BUCKET}/data")
-    options = OutputOptions(num_shards=2)
+    options = OutputOptions(num_shards=2, columnar_batch_rows=DEFAULT_BATCH_ROWS)
     # The default local runner (one thread per core): shards read and write gs:// concurrently.
     result = conversion.convert(dataset, f"gs://{BUCKET}/out", options=options)
     local_dataset = open_dataset(demo_dataset)

@@ -488,7 +488,6 @@ def test_partition_path_tricks_are_plain_values(tmp_path):
     assert set(os.listdir(tmp_path / "out")) == {
         "Split-train",
         "Split-eval",
-        "columnar",
         "source_schema.arrow",
         "_tfx_tabular_published.json",
     }

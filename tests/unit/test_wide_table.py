@@ -1,6 +1,7 @@
 """Wide tables (issue 28): batches sized by bytes from the footers, columnar records capped by
 the same budget, and the scalar numeric statistics' fixed-memory quantiles sketch."""
 
+import dataclasses
 import glob
 import json
 import os
@@ -74,15 +75,13 @@ def test_the_byte_budget_bites_on_wide_rows_only(wide_dataset, demo_dataset):
 
 def test_columnar_records_are_cut_to_whole_slices_of_the_budget(wide_dataset, demo_dataset):
     wide = parquet.open_dataset(wide_dataset)
-    sized = plan.sized_for(plan.OutputOptions(batch_bytes=1 << 20), wide)
+    on = plan.OutputOptions(columnar_batch_rows=columnar.DEFAULT_BATCH_ROWS)
+    sized = plan.sized_for(dataclasses.replace(on, batch_bytes=1 << 20), wide)
     assert sized.columnar_batch_rows % columnar.SLICE_ROWS == 0
-    assert (
-        columnar.SLICE_ROWS <= sized.columnar_batch_rows < plan.OutputOptions().columnar_batch_rows
-    )
+    assert columnar.SLICE_ROWS <= sized.columnar_batch_rows < columnar.DEFAULT_BATCH_ROWS
     off = plan.OutputOptions(columnar_batch_rows=0, batch_bytes=1)
     assert plan.sized_for(off, wide).columnar_batch_rows == 0
-    default = plan.OutputOptions()
-    assert plan.sized_for(default, parquet.open_dataset(demo_dataset)) == default
+    assert plan.sized_for(on, parquet.open_dataset(demo_dataset)) == on
 
 
 def test_batch_bytes_must_be_positive_and_is_a_parameter():
@@ -104,7 +103,7 @@ def test_small_byte_budgets_write_the_same_records_and_statistics(wide_dataset, 
             dataset,
             str(out / "examples"),
             splits,
-            plan.OutputOptions(batch_bytes=budget),
+            plan.OutputOptions(columnar_batch_rows=columnar.DEFAULT_BATCH_ROWS, batch_bytes=budget),
             beam_pipeline_args=IN_MEMORY_BEAM,
             statistics_dir=str(out / "statistics"),
         )
@@ -126,7 +125,7 @@ def test_small_byte_budgets_write_the_same_records_and_statistics(wide_dataset, 
     pairs = zip(big_stats.values(), small_stats.values(), strict=True)
     for (_, big_moments), (_, small_moments) in pairs:
         np.testing.assert_allclose(big_moments, small_moments, rtol=1e-12)
-    assert big_rows == plan.OutputOptions().columnar_batch_rows
+    assert big_rows == columnar.DEFAULT_BATCH_ROWS
     assert small_rows == reported == columnar.SLICE_ROWS
 
 

@@ -135,8 +135,10 @@ def _add_conversion_arguments(p: argparse.ArgumentParser) -> None:
         "--columnar-batch-rows",
         type=non_negative_int,
         default=PARAMETERS["columnar_batch_rows"].default,
-        help="rows per columnar batch record, written beside the per-row Examples for "
-        "tfx_tabular.input_fn (docs/trainer.md#columnar-batches); 0: none",
+        metavar="ROWS",
+        help="also write columnar batch records of ROWS rows (8192 is a good start) beside the "
+        "per-row Examples, which tfx_tabular.input_fn reads several times faster "
+        "(docs/trainer.md#columnar-batches); 0 (the default): none",
     )
     statistics = g.add_argument(
         "--example-statistics",

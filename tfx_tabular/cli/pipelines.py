@@ -69,6 +69,13 @@ def _add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
         help="the global training batch (it must divide evenly over the devices)",
     )
     p.add_argument("--model-fn", help="package.module:function building the Keras model")
+    p.add_argument(
+        "--columnar-batch-rows",
+        type=non_negative_int,
+        metavar="ROWS",
+        help="rows per columnar batch record ParquetExampleGen writes for TabularTrainer's "
+        "input (default 8192; 0: per-row Examples only, TabularTrainer then reads those)",
+    )
     statistics = p.add_argument(
         "--with-example-statistics",
         nargs="?",
@@ -122,6 +129,7 @@ def _create_pipeline(
         with_transform=args.with_transform,
         with_evaluator=args.with_evaluator,
         model_fn=args.model_fn,
+        columnar_batch_rows=args.columnar_batch_rows,
         beam_pipeline_args=args.beam_arg,
         enable_cache=not args.no_cache,
         vertex_training=vertex_training,

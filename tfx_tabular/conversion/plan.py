@@ -162,7 +162,9 @@ class OutputOptions:
     # otherwise make batches of hundreds of MiB. Narrow rows stay at `batch_size`.
     batch_bytes: int = DEFAULT_BATCH_BYTES
     # Rows per columnar batch record (`columnar/` beside the per-row shards); 0: none written.
-    columnar_batch_rows: int = columnar.DEFAULT_BATCH_ROWS
+    # Off unless asked: only `tfx_tabular.input_fn` reads them, and they cost conversion time
+    # (`create_pipeline` asks for them, its trainer being TabularTrainer).
+    columnar_batch_rows: int = 0
 
     def __post_init__(self):
         if self.compression not in COMPRESSIONS:

@@ -84,6 +84,7 @@ class PipelineConfig:
     preprocessing_fn: str = DEFAULT_PREPROCESSING_FN
     with_evaluator: bool = False
     distribution: Optional[str] = None
+    columnar_batch_rows: Optional[int] = None
     beam_pipeline_args: Sequence[str] = ()
     enable_cache: bool = True
     vertex_training: Any = None
@@ -108,6 +109,16 @@ class PipelineConfig:
                 f"{EXAMPLE_STATISTICS_SOURCES}, not {self.with_example_statistics!r}"
             )
         return source
+
+    @property
+    def trainer_columnar_batch_rows(self) -> int:
+        """ParquetExampleGen's columnar batch rows: on unless set to 0, since this pipeline's
+        trainer, TabularTrainer, reads them."""
+        from tfx_tabular.coders import columnar
+
+        if self.columnar_batch_rows is None:
+            return columnar.DEFAULT_BATCH_ROWS
+        return self.columnar_batch_rows
 
     @property
     def validates_examples(self) -> bool:
@@ -138,6 +149,7 @@ def create_pipeline(
     preprocessing_fn: str = DEFAULT_PREPROCESSING_FN,
     with_evaluator: bool = False,
     distribution: Optional[str] = None,
+    columnar_batch_rows: Optional[int] = None,
     beam_pipeline_args: Sequence[str] = (),
     enable_cache: bool = True,
     vertex_training=None,
@@ -156,7 +168,9 @@ def create_pipeline(
     over a sample instead). `with_example_statistics` ("ours" or True, "stock") adds stock
     ExampleValidator on them; "stock" has stock StatisticsGen compute them instead, a second
     pass; False computes none (the schema is then the footers', and a string label needs
-    `sample_statistics` or its classes in `curated_schema`).
+    `sample_statistics` or its classes in `curated_schema`). `columnar_batch_rows` (default
+    `columnar.DEFAULT_BATCH_ROWS`, as TabularTrainer reads them; 0: per-row Examples only) sets
+    ParquetExampleGen's columnar batch records.
     `with_statistics` and `schema_statistics`, the old spellings of `with_example_statistics` and
     `sample_statistics`, still work for one release, with a DeprecationWarning."""
     options = dict(locals())  # the keyword options, as given: first, before any other name
@@ -213,6 +227,7 @@ def _data_components(config: PipelineConfig) -> list:
         split_by_partition=config.split_by_partition,
         eval_last_partitions=config.eval_last_partitions,
         compute_example_statistics=source == "ours",  # nobody reads them otherwise
+        columnar_batch_rows=config.trainer_columnar_batch_rows,
     )
     components = [example_gen]
     statistics = example_gen.outputs["statistics"] if source == "ours" else None

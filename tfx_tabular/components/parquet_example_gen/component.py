@@ -63,7 +63,8 @@ class ParquetExampleGen(base_beam_component.BaseBeamComponent):
     stock SchemaGen, ExampleValidator and ParquetSchemaGen read it. (`compute_statistics`, its
     old spelling, still works for one release, with a DeprecationWarning.)
 
-    `columnar_batch_rows` (default 8192; 0: off): the same rows also as columnar batch records,
+    `columnar_batch_rows` (default 0: off; `create_pipeline` sets 8192, its trainer being
+    TabularTrainer): the same rows also as columnar batch records,
     `columnar_batch_rows` rows per record, in `columnar/Split-<name>/` with `columnar/columnar.json`
     (layout version, rows per record, features, rows per split; also the artifact's
     `columnar_batch_rows` and `columnar_layout_version` properties). Stock components read only

@@ -35,7 +35,8 @@ PARAMETERS = {
     # About this many bytes per batch read and encoded (wide rows: fewer than batch_size rows).
     "batch_bytes": Parameter(int, default=OutputOptions.batch_bytes),
     # Rows per columnar batch record, written beside the per-row Examples (`columnar/`) for
-    # TabularTrainer's input; 0: not written.
+    # TabularTrainer's input; 0 (the default): not written. `create_pipeline` sets
+    # columnar.DEFAULT_BATCH_ROWS.
     "columnar_batch_rows": Parameter(int, default=OutputOptions.columnar_batch_rows),
     # 1: also output the example statistics of each split (stock StatisticsGen's artifact,
     # ExampleStatistics), in the same pass.
