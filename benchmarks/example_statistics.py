@@ -1,6 +1,7 @@
-"""Section — one-pass statistics: the conversion with and without ParquetExampleGen's statistics
-(repeats interleaved, same data, default options), stock StatisticsGen's extra pass over the
-Examples ours wrote, and peak memory with statistics at the main size and 10x it."""
+"""Section — one-pass statistics and columnar batches: the conversion with and without
+ParquetExampleGen's statistics and with and without its columnar batch records (repeats
+interleaved, same data, otherwise default options), stock StatisticsGen's extra pass over the
+Examples ours wrote, and peak memory with both at the main size and 10x it."""
 
 from __future__ import annotations
 
@@ -12,23 +13,36 @@ from benchmarks import harness
 from benchmarks.harness import Context
 from benchmarks.schema_inference import stock_statistics_gen
 
-CONFIGS = ("without", "with")
-LARGE_SCALE = 10  # peak memory with statistics also at 10x the main dataset (one run)
+# (name, with statistics, with columnar batches)
+CONFIGS = (
+    ("without", False, False),
+    ("with", True, False),
+    ("columnar", False, True),
+    ("columnar-with", True, True),
+)
+LARGE_SCALE = 10  # peak memory with both also at 10x the main dataset (one run)
 
 
-def task_convert(input_base: str, output_dir: str, with_statistics: bool) -> dict:
+def task_convert(
+    input_base: str, output_dir: str, with_statistics: bool, columnar: bool = False
+) -> dict:
+    from tfx_tabular.coders import columnar as layout
     from tfx_tabular.conversion import convert, plan
 
     dataset, splits = plan.plan_conversion(input_base)
     statistics_dir = os.path.join(output_dir, "statistics") if with_statistics else None
+    examples = os.path.join(output_dir, "examples")
+    options = plan.OutputOptions(columnar_batch_rows=layout.DEFAULT_BATCH_ROWS if columnar else 0)
     start = time.perf_counter()
-    result = convert.convert(
-        dataset, os.path.join(output_dir, "examples"), splits, statistics_dir=statistics_dir
-    )
+    result = convert.convert(dataset, examples, splits, options, statistics_dir=statistics_dir)
     return {
         "rows": sum(result.rows.values()),
         "expected": dataset.num_rows,
         "seconds": time.perf_counter() - start,
+        "per_row_bytes": sum(
+            harness.folder_bytes(os.path.join(examples, f"Split-{name}")) for name in result.rows
+        ),
+        "columnar_bytes": harness.folder_bytes(os.path.join(examples, layout.FOLDER)),
     }
 
 
@@ -39,7 +53,9 @@ def task_stock(examples_dir: str, output_dir: str) -> dict:
     return {"seconds": time.perf_counter() - start}
 
 
-def _convert(ctx: Context, name: str, data: str, target: str, with_statistics: bool) -> dict:
+def _convert(
+    ctx: Context, name: str, data: str, target: str, with_statistics: bool, columnar: bool
+) -> dict:
     shutil.rmtree(target, ignore_errors=True)
     run = harness.run_task(
         ctx,
@@ -48,6 +64,7 @@ def _convert(ctx: Context, name: str, data: str, target: str, with_statistics: b
         input_base=data,
         output_dir=target,
         with_statistics=with_statistics,
+        columnar=columnar,
     )
     r = run.result
     print(f"  {name}: {r['seconds']:.2f} s, peak RSS {run.peak_rss / 2**20:,.0f} MiB", flush=True)
@@ -56,19 +73,25 @@ def _convert(ctx: Context, name: str, data: str, target: str, with_statistics: b
 
 def run(ctx: Context) -> dict:
     """Measure the section; returns its results record (see `report_example_statistics`)."""
-    print("Section — one-pass statistics: with vs without, vs stock StatisticsGen", flush=True)
+    print(
+        "Section — one-pass statistics and columnar batches: with vs without, vs stock "
+        "StatisticsGen",
+        flush=True,
+    )
     data = ctx.dataset(ctx.rows)
     out = ctx.path("statistics")
     # Untimed: the encoder's JIT kernels reach numba's on-disk cache before the first timing.
-    _convert(ctx, "statistics-warm-up", data, os.path.join(out, "warm-up"), True)
-    samples = {config: [] for config in CONFIGS}
+    _convert(ctx, "statistics-warm-up", data, os.path.join(out, "warm-up"), True, True)
+    samples = {config: [] for config, _, _ in CONFIGS}
     for repeat in range(ctx.repeats):
-        for config in CONFIGS:
+        for config, with_statistics, columnar in CONFIGS:
             target = os.path.join(out, f"{config}-{repeat}")
             samples[config].append(
-                _convert(ctx, f"statistics-{config}-{repeat}", data, target, config == "with")
+                _convert(
+                    ctx, f"statistics-{config}-{repeat}", data, target, with_statistics, columnar
+                )
             )
-            if repeat or config == "with":
+            if repeat or config != "without":
                 shutil.rmtree(target, ignore_errors=True)
     stock = harness.run_task(
         ctx,
@@ -80,7 +103,12 @@ def run(ctx: Context) -> dict:
     print(f"  stock StatisticsGen: {stock['seconds']:.1f} s", flush=True)
     large_rows = LARGE_SCALE * ctx.rows
     large = _convert(
-        ctx, "statistics-with-large", ctx.dataset(large_rows), os.path.join(out, "large"), True
+        ctx,
+        "statistics-columnar-with-large",
+        ctx.dataset(large_rows),
+        os.path.join(out, "large"),
+        True,
+        True,
     )
     shutil.rmtree(out, ignore_errors=True)
     return {

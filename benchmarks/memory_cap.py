@@ -38,11 +38,14 @@ def _peaks(cgroup: str) -> dict:
 
 def task_convert(cgroup: str, input_base: str, output_dir: str) -> dict:
     _join(cgroup)
-    from tfx_tabular.conversion import convert
+    from tfx_tabular.coders import columnar
+    from tfx_tabular.conversion import convert, plan
     from tfx_tabular.source import parquet
 
     dataset = parquet.open_dataset(input_base)
-    result = convert.convert(dataset, output_dir)
+    # As a TabularTrainer pipeline converts: columnar batches too (they buffer a record per split).
+    options = plan.OutputOptions(columnar_batch_rows=columnar.DEFAULT_BATCH_ROWS)
+    result = convert.convert(dataset, output_dir, options=options)
     return {
         "rows": sum(result.rows.values()),
         "expected": dataset.num_rows,

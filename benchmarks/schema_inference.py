@@ -48,11 +48,14 @@ def task_many_files(root: str, files: int) -> dict:
 
 
 def task_convert(input_base: str, output_dir: str) -> dict:
+    """The Examples a TabularTrainer pipeline's ParquetExampleGen writes (columnar batches too)."""
+    from tfx_tabular.coders import columnar
     from tfx_tabular.conversion import convert, plan
 
-    if not os.path.isdir(os.path.join(output_dir, "Split-train")):
+    if not os.path.isfile(os.path.join(output_dir, columnar.FOLDER, columnar.LAYOUT_FILE)):
         dataset, splits = plan.plan_conversion(input_base)
-        convert.convert(dataset, output_dir, splits)
+        options = plan.OutputOptions(columnar_batch_rows=columnar.DEFAULT_BATCH_ROWS)
+        convert.convert(dataset, output_dir, splits, options)
     return {}
 
 
