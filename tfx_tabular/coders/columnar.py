@@ -16,8 +16,8 @@ already concatenated, so a training batch mixes rows of several records with no 
 parse itself (see `tfx_tabular.training.columnar`).
 
 Records are written by the same compiled serializer as per-row Examples, one call per record
-(an Example whose features are the slices of the columns); only the row selection and
-concatenation below are new, all vectorized.
+(an Example whose features are the slices of the columns); the rows a record takes from each
+read batch are gathered for all features of a kind at once.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Iterator, Optional, Sequence
 import numpy as np
 
 from tfx_tabular.coders import encoding
-from tfx_tabular.coders.encoding import FeatureValues, rows_of
+from tfx_tabular.coders.encoding import FeatureValues
 from tfx_tabular.source.mapping import Feature, Kind
 
 LAYOUT_VERSION = 2
@@ -116,9 +116,27 @@ def layout_of(
     )
 
 
-def _row_lengths(fv: FeatureValues) -> np.ndarray:
-    # A null row writes no values (a null scalar still owns one slot in `row_splits`).
-    return np.where(fv.valid, np.diff(fv.row_splits), 0)
+class PooledBatch:
+    """A read batch's columns as records take rows from them, for every feature at once: per
+    kind, the features' values end to end (`encoding.ValuePools`), and per feature (of that
+    kind, in layout order) and row, the index of the row's first value there and its value count
+    (0 for a null: a null scalar still owns a slot). Built once per batch, shared by the splits."""
+
+    def __init__(self, kinds: dict, columns: Sequence[FeatureValues]):
+        self.rows = len(columns[0].valid) if columns else 0
+        pools = encoding.ValuePools()
+        self.starts, self.lengths = {}, {}
+        for kind, members in kinds.items():
+            starts = np.empty((len(members), self.rows), np.int64)
+            lengths = np.empty((len(members), self.rows), np.int32)  # held until records fill
+            for j, i in enumerate(members):
+                fv = columns[i]
+                np.add(fv.row_splits[:-1], pools.add(kind, fv), out=starts[j])
+                np.multiply(np.diff(fv.row_splits), fv.valid, out=lengths[j], casting="unsafe")
+            self.starts[kind], self.lengths[kind] = starts, lengths
+        ints, floats, string_starts, self.string_ends, self.data = pools.arrays()
+        # Each kind's items: values, or for BYTES each string's start in `data`.
+        self.items = {Kind.INT: ints, Kind.FLOAT: floats, Kind.BYTES: string_starts}
 
 
 def _value_indices(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -131,132 +149,149 @@ def _value_indices(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.arange(total, dtype=np.int64) + shift
 
 
-def _take_slots(fv: FeatureValues, rows: Optional[np.ndarray]) -> FeatureValues:
-    """`take_rows` for a scalar feature (row r's value is slot r, or none where null)."""
-    valid = fv.valid if rows is None else fv.valid[rows]
-    index = np.flatnonzero(valid) if rows is None else rows[valid]
-    splits = np.zeros(len(valid) + 1, np.int64)
-    np.cumsum(valid, out=splits[1:])
-    return _compacted(fv, splits, index)
-
-
-def take_rows(fv: FeatureValues, rows: Optional[np.ndarray], scalar: bool = False) -> FeatureValues:
-    """Rows `rows` (all when None) of a feature, compacted: only their written values, nulls as
-    empty valid rows. Strings are not copied: they become codes into `fv`'s buffers. `scalar`:
-    the feature holds at most one value per row, in the row's own slot."""
-    if scalar and fv.row_splits[-1] == len(fv.valid):  # not an all-null (null-typed) column
-        return _take_slots(fv, rows)
-    lengths = _row_lengths(fv)
-    starts = fv.row_splits[:-1]
-    if rows is not None:
-        lengths, starts = lengths[rows], starts[rows]
-    splits = np.zeros(len(lengths) + 1, np.int64)
-    np.cumsum(lengths, out=splits[1:])
-    return _compacted(fv, splits, _value_indices(starts, lengths))
-
-
-def _compacted(fv: FeatureValues, splits: np.ndarray, index: np.ndarray) -> FeatureValues:
-    """Values `index` of `fv` as rows split by `splits`, all valid."""
-    valid = np.ones(len(splits) - 1, bool)
-    if fv.data is None:
-        return FeatureValues(splits, valid, fv.values[index])
-    codes = index if fv.codes is None else fv.codes[index].astype(np.int64, copy=False)
-    return FeatureValues(splits, valid, fv.values, fv.data, codes)
-
-
-def concat(pieces: Sequence[FeatureValues]) -> FeatureValues:
-    """Compacted pieces (from `take_rows`) of one feature, one after the other."""
-    if len(pieces) == 1:
-        return pieces[0]
-    lengths = np.concatenate([np.diff(p.row_splits) for p in pieces])
-    splits = np.zeros(len(lengths) + 1, np.int64)
-    np.cumsum(lengths, out=splits[1:])
-    valid = np.ones(len(lengths), bool)
-    if pieces[0].data is None:
-        return FeatureValues(splits, valid, np.concatenate([p.values for p in pieces]))
-    # Strings: the pieces' dictionaries (offsets into their data) laid end to end.
-    offsets, codes, data = [], [], []
-    entries = data_size = 0
-    for p in pieces:
-        offsets.append(p.values + data_size)
-        codes.append(p.codes + entries)
-        data.append(p.data)
-        entries += len(p.values)
-        data_size += len(p.data)
-    return FeatureValues(
-        splits, valid, np.concatenate(offsets), np.concatenate(data), np.concatenate(codes)
-    )
+def _offsets(lengths: np.ndarray) -> np.ndarray:
+    """Where each of `lengths`' (feature-major) rows starts in the values laid end to end."""
+    offsets = np.zeros(lengths.size + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return offsets
 
 
 class RecordEncoder:
-    """Writes records of compacted columns (from `take_rows` and `concat`) of `features`, in
-    slices of `slice_rows` rows, with one serializer call per record. A record's entries are
+    """Writes records of rows taken from `PooledBatch`es of `features`, in slices of
+    `slice_rows` rows, with one serializer call per record and, per record, a few array
+    operations per kind of value whatever the number of features. A record's entries are
     ordered slice by slice, so a shorter record's keys are a prefix of a full one's."""
 
     def __init__(self, features: Sequence[Feature], batch_rows: int, slice_rows: int):
-        self._features = list(features)
         self._slice_rows = slice_rows
+        count = len(features)
         slices = -(-batch_rows // slice_rows)
         names = [
             key(i, s)
             for s in range(slices)
-            for i in range(len(self._features))
+            for i in range(count)
             for key in (values_key, lengths_key)
         ]
         self._headers = encoding.key_headers(names)
-        kinds = np.full((slices, len(self._features), 2), int(Kind.BYTES), np.int64)
-        kinds[:, :, 0] = [int(f.kind) for f in self._features]
+        kinds = np.full((slices, count, 2), int(Kind.BYTES), np.int64)
+        kinds[:, :, 0] = [int(f.kind) for f in features]
         self._kinds = kinds.reshape(-1)
-        self._lengths_dtypes = [
-            np.dtype(lengths_dtype(f)).newbyteorder("<") for f in self._features
-        ]
+        self.kinds = {
+            kind: [i for i, f in enumerate(features) if f.kind == kind]
+            for kind in (Kind.INT, Kind.FLOAT, Kind.BYTES)
+        }
+        # Row lengths' bytes: every uint8 feature's, then every int32 feature's, each feature's
+        # rows contiguous; feature i's row r at byte _length_base[i] + width * (pos * rows + r).
+        narrow = np.array([lengths_dtype(f) == "uint8" for f in features], bool)
+        self._narrow = np.flatnonzero(narrow)
+        self._wide = np.flatnonzero(~narrow)
+        self._width = np.where(narrow, 1, 4)
+        self._position = np.empty(count, np.int64)
+        self._position[self._narrow] = np.arange(len(self._narrow))
+        self._position[self._wide] = np.arange(len(self._wide))
 
-    def encode(self, columns: Sequence[FeatureValues]) -> np.ndarray:
-        """One framed TFRecord holding `columns` (one per feature, equal rows)."""
-        rows = len(columns[0].valid) if columns else 0
+    def encode(self, pieces: Sequence[tuple[PooledBatch, np.ndarray]]) -> np.ndarray:
+        """One framed TFRecord holding rows `rows` of each (batch, rows) piece, in order."""
+        rows = sum(len(r) for _, r in pieces)
         starts = np.arange(0, rows, self._slice_rows)
         stops = np.minimum(starts + self._slice_rows, rows)
-        slices = np.arange(len(starts))
+        count = len(self._width)
+        lengths = np.empty((count, rows), np.int64)
         # [slice, feature, (values, lengths), (first item, end)] into the kinds' pools.
-        splits = np.empty((len(starts), len(columns), 2, 2), np.int64)
-        pools = encoding.ValuePools()
-        for i, (feature, fv) in enumerate(zip(self._features, columns, strict=True)):
-            base = pools.add(feature.kind, fv)
-            splits[:, i, 0, 0] = base + fv.row_splits[starts]
-            splits[:, i, 0, 1] = base + fv.row_splits[stops]
-            lengths = np.diff(fv.row_splits).astype(self._lengths_dtypes[i]).view(np.uint8)
-            width = self._lengths_dtypes[i].itemsize
-            base = pools.add_strings(lengths, starts * width, stops * width)
-            splits[:, i, 1, 0] = base + slices
-            splits[:, i, 1, 1] = base + slices + 1
+        splits = np.empty((len(starts), count, 2, 2), np.int64)
+        pools = {}
+        for kind, members in self.kinds.items():
+            if not members:
+                pools[kind] = None
+                continue
+            piece_lengths = [b.lengths[kind][:, r] for b, r in pieces]
+            kind_lengths = np.concatenate(piece_lengths, axis=1)
+            lengths[members] = kind_lengths
+            offsets = _offsets(kind_lengths.ravel())
+            first = np.arange(len(members))[None, :] * rows
+            splits[:, members, 0, 0] = offsets[first + starts[:, None]]
+            splits[:, members, 0, 1] = offsets[first + stops[:, None]]
+            pools[kind] = self._gather(kind, pieces, piece_lengths)
+        return self._encoded(pools, lengths, splits, starts, stops)
+
+    @staticmethod
+    def _gather(kind: Kind, pieces, piece_lengths: list) -> tuple:
+        """The values of the pieces' rows of `kind`'s features, feature-major (strings: their
+        [start, end) into the pieces' data laid end to end, and that data): gathered piece by
+        piece, then, when the record has several pieces, each feature's runs put together."""
+        gathered = []
+        data_base = 0
+        for (batch, rows), lengths in zip(pieces, piece_lengths, strict=True):
+            index = _value_indices(batch.starts[kind][:, rows].ravel(), lengths.ravel())
+            if kind == Kind.BYTES:
+                index = (batch.items[kind][index] + data_base, batch.string_ends[index] + data_base)
+                data_base += len(batch.data)
+            else:
+                index = (batch.items[kind][index],)
+            gathered.append(index)
+        parts = [np.concatenate(p) for p in zip(*gathered, strict=True)]
+        if len(pieces) > 1:
+            # [piece, feature] value counts → each (feature, piece) run's start in `parts`.
+            counts = np.stack([lengths.sum(axis=1) for lengths in piece_lengths])
+            starts = (_offsets(counts.ravel())[:-1]).reshape(counts.shape)
+            order = _value_indices(starts.T.ravel(), counts.T.ravel())
+            parts = [part[order] for part in parts]
+        if kind == Kind.BYTES:
+            return (*parts, np.concatenate([batch.data for batch, _ in pieces]))
+        return parts[0]
+
+    def _encoded(self, pools: dict, lengths: np.ndarray, splits, starts, stops) -> np.ndarray:
+        """The record: value entries from `pools`, each (slice, feature)'s row lengths one
+        string appended to the BYTES pool."""
+        rows = lengths.shape[1]
+        length_bytes = np.concatenate(
+            [
+                lengths[self._narrow].astype(np.uint8).ravel(),
+                lengths[self._wide].astype("<i4").ravel().view(np.uint8),
+            ]
+        )
+        base = np.where(self._width == 1, 0, len(self._narrow) * rows)
+        first = base + self._width * self._position * rows  # [feature]
+        length_starts = (first[None, :] + self._width[None, :] * starts[:, None]).ravel()
+        length_ends = (first[None, :] + self._width[None, :] * stops[:, None]).ravel()
+        no_strings = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.uint8))
+        value_starts, value_ends, data = pools[Kind.BYTES] or no_strings
+        strings = len(value_starts)
+        entries = np.arange(len(starts) * len(self._width)).reshape(len(starts), -1) + strings
+        splits[:, :, 1, 0] = entries
+        splits[:, :, 1, 1] = entries + 1
+        arrays = (
+            np.zeros(0, np.int64) if pools[Kind.INT] is None else pools[Kind.INT],
+            np.zeros(0, np.float32) if pools[Kind.FLOAT] is None else pools[Kind.FLOAT],
+            np.concatenate([value_starts, length_starts + len(data)]),
+            np.concatenate([value_ends, length_ends + len(data)]),
+            np.concatenate([data, length_bytes]),
+        )
         entries = splits.size // 2
         buffer, offsets = self._headers
         return encoding.encode_example(
-            self._kinds[:entries], (buffer, offsets[: entries + 1]), splits.reshape(-1, 2), pools
+            self._kinds[:entries], (buffer, offsets[: entries + 1]), splits.reshape(-1, 2), arrays
         )
 
 
 class RecordBuffer:
-    """One split's rows waiting to become records of `batch_rows` rows."""
+    """One split's rows waiting to become records of `batch_rows` rows: (batch, rows) pieces,
+    cut where a record ends."""
 
     def __init__(self, features: Sequence[Feature], batch_rows: int, slice_rows: int = SLICE_ROWS):
         self._batch_rows = batch_rows
-        self._scalars = [lengths_dtype(f) == "uint8" for f in features]
-        self._encoder = RecordEncoder(features, batch_rows, min(slice_rows, batch_rows))
-        self._pieces: list[list[FeatureValues]] = []
+        self.encoder = RecordEncoder(features, batch_rows, min(slice_rows, batch_rows))
+        self._pieces: list[tuple[PooledBatch, np.ndarray]] = []
         self._rows = 0
         self.records = 0
 
-    def add(self, columns: Sequence[FeatureValues], rows: Optional[np.ndarray]) -> Iterator:
-        """Adds rows `rows` of `columns` (one per feature); yields each record they complete."""
-        piece = [
-            take_rows(fv, rows, scalar) for fv, scalar in zip(columns, self._scalars, strict=True)
-        ]
-        count = len(piece[0].valid) if piece else 0
-        if not count:
+    def add(self, batch: PooledBatch, rows: Optional[np.ndarray]) -> Iterator:
+        """Adds rows `rows` (all when None) of `batch`; yields each record they complete."""
+        rows = np.arange(batch.rows) if rows is None else rows
+        if not len(rows):
             return
-        self._pieces.append(piece)
-        self._rows += count
+        self._pieces.append((batch, rows))
+        self._rows += len(rows)
         while self._rows >= self._batch_rows:
             yield self._record(self._batch_rows)
 
@@ -266,20 +301,17 @@ class RecordBuffer:
             yield self._record(self._rows)
 
     def _record(self, rows: int) -> np.ndarray:
-        """A record of the first `rows` rows waiting; the rest keep their own buffers (a
-        merged remainder would carry every earlier piece's strings into the next record)."""
-        head, rest, taken = [], list(self._pieces), 0
+        """A record of the first `rows` rows waiting."""
+        head, taken = [], 0
         while taken < rows:
-            piece = rest.pop(0)
-            count = len(piece[0].valid)
-            if taken + count > rows:
+            batch, chosen = self._pieces.pop(0)
+            if taken + len(chosen) > rows:
                 cut = rows - taken
-                rest.insert(0, [rows_of(fv, cut, count) for fv in piece])
-                piece, count = [rows_of(fv, 0, cut) for fv in piece], cut
-            head.append(piece)
-            taken += count
-        columns = [concat(c) for c in zip(*head, strict=True)]
-        record = self._encoder.encode(columns)
-        self._pieces, self._rows = rest, self._rows - rows
+                self._pieces.insert(0, (batch, chosen[cut:]))
+                chosen = chosen[:cut]
+            head.append((batch, chosen))
+            taken += len(chosen)
+        record = self.encoder.encode(head)
+        self._rows -= rows
         self.records += 1
         return record

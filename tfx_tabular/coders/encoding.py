@@ -710,13 +710,11 @@ def encode_columns(
 
 
 def encode_example(
-    kinds: np.ndarray,
-    headers: tuple[np.ndarray, np.ndarray],
-    splits: np.ndarray,
-    pools: ValuePools,
+    kinds: np.ndarray, headers: tuple[np.ndarray, np.ndarray], splits: np.ndarray, pools: tuple
 ) -> np.ndarray:
     """One framed TFRecord of one tf.Example whose feature f (kind `kinds[f]`, key from
-    `key_headers`) holds items splits[f, 0]:splits[f, 1] of its kind's pool."""
+    `key_headers`) holds items splits[f, 0]:splits[f, 1] of its kind's pool; `pools` as
+    `ValuePools.arrays` gives them."""
     valid = np.ones((len(kinds), 1), dtype=np.bool_)
-    buffer, _ = _serialize(1, kinds, *headers, valid, splits, *pools.arrays(), True, _CRC_TABLES)
+    buffer, _ = _serialize(1, kinds, *headers, valid, splits, *pools, True, _CRC_TABLES)
     return buffer

@@ -152,10 +152,12 @@ class _ColumnarBatches:
         self._buffers = [columnar.RecordBuffer(order, options.columnar_batch_rows) for _ in writers]
 
     def add(self, columns, split_ids: np.ndarray) -> None:
-        values = [fv for _, fv in columns]
+        if not self._writers:
+            return
+        pooled = columnar.PooledBatch(self._buffers[0].encoder.kinds, [fv for _, fv in columns])
         for s, (writer, buffer) in enumerate(zip(self._writers, self._buffers, strict=True)):
             chosen = None if len(self._writers) == 1 else np.flatnonzero(split_ids == s)
-            for record in buffer.add(values, chosen):
+            for record in buffer.add(pooled, chosen):
                 writer.write(record)
 
     def flush(self) -> None:
