@@ -23,10 +23,11 @@ PYTEST = rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 
 test: setup
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder; $(PYTEST)
 
-# The inner loop: the unit tests that run in this one process (not the `slow` ones: no TFX
-# pipelines, multi-process Beam or servers).
+# The inner loop: the unit tests that start no other processes (not the `slow` ones: no TFX
+# pipelines, multi-process Beam or servers), in two pytest-xdist workers (one per core: half of
+# one process's time is importing TensorFlow and friends).
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow" tests/unit; $(PYTEST)
+	$(PY) -m pytest -q -n 2 --dist loadgroup -m "not slow" tests/unit; $(PYTEST)
 
 lint: setup
 	.venv/bin/ruff check .

@@ -351,6 +351,7 @@ def _same(a, b) -> bool:
     )
 
 
+@pytest.mark.slow  # reads TFX's own Parquet test data through stock TFX
 def test_matches_stock_tfx_parquet_examples_except_dropped_zeros(tfx_parquet_testdata, tmp_path):
     dataset = open_dataset(tfx_parquet_testdata)
     result = run(

@@ -50,6 +50,7 @@ def compiled_text(request, tmp_path_factory):
     return output.read_text(), folder
 
 
+@pytest.mark.slow  # compiles TFX pipelines for Kubeflow and Vertex
 def test_compiled_pipelines_hold_no_credentials_or_local_paths(compiled_text):
     text, folder = compiled_text
     local = {
@@ -67,6 +68,7 @@ def test_compiled_pipelines_hold_no_credentials_or_local_paths(compiled_text):
     assert not found, f"the compiled pipeline holds {found}"
 
 
+@pytest.mark.slow  # compiles TFX pipelines for Kubeflow and Vertex
 def test_compiled_containers_set_only_our_fixed_environment(compiled_text):
     """No value of this machine's environment reaches a task: only TASK_ENVIRONMENT, constants
     (TF_USE_LEGACY_KERAS=1) that every task needs."""
