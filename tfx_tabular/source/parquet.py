@@ -643,11 +643,21 @@ def _partition_schema(
             raise InputError(
                 f"{info.path}: partition folders {present} differ from the dataset's {sorted(keys)}"
             )
-    types_by_key = {f.name: f.type for f in fields}
-    for info in files:  # a folder value the column's type cannot hold fails now, not mid-run
+    # A folder value the column's type cannot hold fails now, not mid-run. Any text is a string
+    # (the usual partition type): not checked, which also spares footer-only runs pyarrow's
+    # import of pandas on its first array built from Python values.
+    typed = {f.name: f.type for f in fields if not _is_text(f.type)}
+    for info in files:
         for key, value in info.partitions:
-            partition_value(info, key, value, types_by_key[key])
+            if key in typed:
+                partition_value(info, key, value, typed[key])
     return fields
+
+
+def _is_text(t: pa.DataType) -> bool:
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
 
 
 def partition_value(
