@@ -148,16 +148,13 @@ class SliceParser:
         )
 
     def tensors(self, rows: dict) -> dict:
-        """The spec's tensors over `rows` (what `tf.io.parse_example` gives per-row records),
-        but VarLenFeatures still ragged: see `finish`."""
-        return {name: self._tensor(name, entry, rows) for name, entry in self._spec.items()}
-
-    def finish(self, tensors: dict) -> dict:
-        """A batch of `tensors` as the per-row parse gives it: VarLenFeatures as SparseTensors."""
-        return {
-            name: t.to_sparse() if isinstance(self._spec[name], tf.io.VarLenFeature) else t
-            for name, t in tensors.items()
-        }
+        """The spec's tensors over `rows` as `tf.io.parse_example` gives them for per-row
+        records (VarLenFeatures as SparseTensors)."""
+        out = {}
+        for name, entry in self._spec.items():
+            tensor = self._tensor(name, entry, rows)
+            out[name] = tensor.to_sparse() if isinstance(entry, tf.io.VarLenFeature) else tensor
+        return out
 
     def _tensor(self, name: str, entry, rows: dict):
         keys = self._keys[name]
@@ -230,7 +227,7 @@ def batches(
     if shuffle:
         pairs = pairs.shuffle(SLICE_SHUFFLE, seed=seed, reshuffle_each_iteration=True)
     parsed = pairs.map(
-        lambda serialized, s: parser.finish(parser.tensors(parser.slice_rows_of(serialized, s))),
+        lambda serialized, s: parser.tensors(parser.slice_rows_of(serialized, s)),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=ordered,
     )
