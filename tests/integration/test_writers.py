@@ -277,9 +277,13 @@ def test_what_pyarrow_10_cannot_read_fails_naming_file_column_and_setting(writte
 # --- tables: Delta Lake (delta-rs) and Iceberg (pyiceberg) -----------------------------------
 
 
-@pytest.mark.parametrize("case", ["delta_table", "delta_deletion_vectors_enabled", "iceberg_table"])
+@pytest.mark.parametrize(
+    "case",
+    ["delta_table", "delta_deletion_vectors_enabled", "delta_temporal_partitions", "iceberg_table"],
+)
 def test_table_converts_its_current_snapshot_only(written, case, tmp_path):
-    """Appends, an overwrite (its replaced files stay in the folder) and an added column."""
+    """Appends, an overwrite (its replaced files stay in the folder) and an added column; a
+    table partitioned by a date and a timestamp (values as the log records them, nulls too)."""
     assert_same_as_read_back(case, written / case, tmp_path)
 
 

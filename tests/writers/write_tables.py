@@ -37,6 +37,14 @@ def _delta(out, name: str) -> None:
     dump(DeltaTable(path, version=1).to_pyarrow_table(), out / f"{name}@1.arrow", f"{name}@1")
 
 
+def _delta_temporal_partitions(out, name: str) -> None:
+    """Partitioned by a date and a timestamp column: the log records their values as text
+    (Delta's own formats), nulls among them."""
+    path = str(out / name)
+    write_deltalake(path, base_table(), partition_by=["day", "at"])
+    dump(DeltaTable(path).to_pyarrow_table(), out / f"{name}.arrow", name)
+
+
 def _iceberg(out, name: str) -> None:
     from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.types import StringType
@@ -94,6 +102,7 @@ def _iceberg_renamed(out, name: str) -> None:
 
 CASES = {
     "delta_table": _delta,
+    "delta_temporal_partitions": _delta_temporal_partitions,
     "delta_column_mapping": _delta_column_mapping,
     "delta_deletion_vectors_enabled": _delta_deletion_vectors_enabled,
     "iceberg_table": _iceberg,
