@@ -1,6 +1,7 @@
-"""Run by test_kernels.py as a second process: conversions with statistics of the datasets given,
-on the in-process DirectRunner, as a task would run them; prints one JSON line: what numba
-compiled (not loaded from its cache) and how many kernels it loaded from the cache."""
+"""Run by test_kernels.py as a second process: conversions with statistics and columnar batches
+of the datasets given, on the in-process DirectRunner, as a task would run them; prints one JSON
+line: what numba compiled (not loaded from its cache) and how many kernels it loaded from the
+cache."""
 
 import json
 import os
@@ -26,7 +27,7 @@ for data in sys.argv[1:]:
         dataset,
         os.path.join(out, "examples"),
         splits,
-        plan.OutputOptions(num_shards=2),
+        plan.OutputOptions(num_shards=2, columnar_batch_rows=8192),  # as pipelines convert
         IN_MEMORY_BEAM,
         statistics_dir=os.path.join(out, "statistics"),
     )

@@ -26,6 +26,7 @@ import dataclasses
 import json
 from typing import Iterator, Optional, Sequence
 
+import numba
 import numpy as np
 
 from tfx_tabular.coders import encoding
@@ -139,14 +140,20 @@ class PooledBatch:
         self.items = {Kind.INT: ints, Kind.FLOAT: floats, Kind.BYTES: string_starts}
 
 
-def _value_indices(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The concatenated ranges [starts[r], starts[r] + lengths[r])."""
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, np.int64)
-    ends = np.cumsum(lengths)
-    shift = np.repeat(starts - (ends - lengths), lengths)
-    return np.arange(total, dtype=np.int64) + shift
+@numba.njit(cache=True, nogil=True)
+def _copy_rows(starts, lengths, rows, items, shift, out, firsts):
+    """For each feature f (a row of `starts` and `lengths`), the items of rows `rows`, in that
+    order, into `out` from firsts[f] on, plus `shift` (0: copied as they are)."""
+    for f in range(starts.shape[0]):
+        pos = firsts[f]
+        for r in rows:
+            start = starts[f, r]
+            for k in range(lengths[f, r]):
+                if shift:
+                    out[pos + k] = items[start + k] + shift
+                else:
+                    out[pos + k] = items[start + k]
+            pos += lengths[f, r]
 
 
 def _offsets(lengths: np.ndarray) -> np.ndarray:
@@ -217,28 +224,27 @@ class RecordEncoder:
     @staticmethod
     def _gather(kind: Kind, pieces, piece_lengths: list) -> tuple:
         """The values of the pieces' rows of `kind`'s features, feature-major (strings: their
-        [start, end) into the pieces' data laid end to end, and that data): gathered piece by
-        piece, then, when the record has several pieces, each feature's runs put together."""
-        gathered = []
-        data_base = 0
-        for (batch, rows), lengths in zip(pieces, piece_lengths, strict=True):
-            index = _value_indices(batch.starts[kind][:, rows].ravel(), lengths.ravel())
-            if kind == Kind.BYTES:
-                index = (batch.items[kind][index] + data_base, batch.string_ends[index] + data_base)
-                data_base += len(batch.data)
-            else:
-                index = (batch.items[kind][index],)
-            gathered.append(index)
-        parts = [np.concatenate(p) for p in zip(*gathered, strict=True)]
-        if len(pieces) > 1:
-            # [piece, feature] value counts → each (feature, piece) run's start in `parts`.
-            counts = np.stack([lengths.sum(axis=1) for lengths in piece_lengths])
-            starts = (_offsets(counts.ravel())[:-1]).reshape(counts.shape)
-            order = _value_indices(starts.T.ravel(), counts.T.ravel())
-            parts = [part[order] for part in parts]
-        if kind == Kind.BYTES:
-            return (*parts, np.concatenate([batch.data for batch, _ in pieces]))
-        return parts[0]
+        [start, end) into the pieces' data laid end to end, and that data)."""
+        counts = np.stack([lengths.sum(axis=1, dtype=np.int64) for lengths in piece_lengths])
+        # Where piece p's values of feature f go: after every piece's values of the features
+        # before f, and the earlier pieces' values of f.
+        firsts = np.cumsum(counts, axis=0) - counts + _offsets(counts.sum(axis=0))[:-1]
+        total = int(counts.sum())
+        if kind != Kind.BYTES:
+            out = np.empty(total, pieces[0][0].items[kind].dtype)
+            for (batch, rows), first in zip(pieces, firsts, strict=True):
+                _copy_rows(
+                    batch.starts[kind], batch.lengths[kind], rows, batch.items[kind], 0, out, first
+                )
+            return out
+        starts, ends, data_base = np.empty(total, np.int64), np.empty(total, np.int64), 0
+        for (batch, rows), first in zip(pieces, firsts, strict=True):
+            for items, out in ((batch.items[kind], starts), (batch.string_ends, ends)):
+                _copy_rows(
+                    batch.starts[kind], batch.lengths[kind], rows, items, data_base, out, first
+                )
+            data_base += len(batch.data)
+        return starts, ends, np.concatenate([batch.data for batch, _ in pieces])
 
     def _encoded(self, pools: dict, lengths: np.ndarray, splits, starts, stops) -> np.ndarray:
         """The record: value entries from `pools`, each (slice, feature)'s row lengths one

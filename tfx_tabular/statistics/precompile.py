@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from numba.core import event
 
-from tfx_tabular.coders import encoding
+from tfx_tabular.coders import columnar, encoding
 from tfx_tabular.source import parquet
 from tfx_tabular.source.mapping import features_of
 from tfx_tabular.statistics import engine, histograms, numeric, quantiles, sketches
@@ -45,10 +45,11 @@ PORTABLE_TARGET = {
     "NUMBA_CPU_FEATURES": "+64bit,+cmov,+cx8,+fxsr,+mmx,+sse,+sse2,+sse3,+ssse3,+sse4.1,"
     "+sse4.2,+crc32,+popcnt,+cx16,+sahf",
 }
-KERNEL_MODULES = (encoding, engine, histograms, numeric, quantiles, sketches)
+KERNEL_MODULES = (encoding, columnar, engine, histograms, numeric, quantiles, sketches)
 ROWS = 64  # per file: enough for every path the kernels take (dictionary pages, wide ranges)
 ROW_GROUP_ROWS = 32
 ENCODE_ROWS = 24  # the encoder's batches: smaller than a read batch, as in a conversion
+COLUMNAR_ROWS = 16  # rows per columnar record: several per read batch, rows left for the next
 
 
 def kernels() -> list:
@@ -120,7 +121,10 @@ def _write_sample(folder: str, rng: np.random.Generator) -> None:
 
 def _convert_file(dataset: parquet.Dataset, info, splits: list, key_features) -> None:
     """One file through the conversion's calls: read (dictionary pages kept), encode in
-    batches, split by record hash and by key columns, gather a split, count statistics."""
+    batches, split by record hash and by key columns, gather a split, write its columnar
+    records (several read batches to a record), count statistics."""
+    order = encoding.written_order(dataset.features)
+    records = columnar.RecordBuffer(order, COLUMNAR_ROWS, COLUMNAR_ROWS // 2)
     for batch in parquet.read_batches(
         dataset, info, range(len(info.row_group_rows)), ROWS, string_dictionaries=True
     ):
@@ -139,6 +143,9 @@ def _convert_file(dataset: parquet.Dataset, info, splits: list, key_features) ->
         )
         encoding.encode(keys, key_features).fingerprints()
         engine.add_batch(splits, columns, np.concatenate(split_ids))
+        pooled = columnar.PooledBatch(records.encoder.kinds, [fv for _, fv in columns])
+        list(records.add(pooled, np.flatnonzero(np.concatenate(split_ids) == 0)))
+    list(records.flush())
 
 
 def _convert_sample(folder: str) -> None:
