@@ -30,7 +30,6 @@ import numba
 import numpy as np
 
 from tfx_tabular.coders import encoding
-from tfx_tabular.coders.encoding import FeatureValues
 from tfx_tabular.source.mapping import Feature, Kind
 
 LAYOUT_VERSION = 2
@@ -118,24 +117,21 @@ def layout_of(
 
 
 class PooledBatch:
-    """A read batch's columns as records take rows from them, for every feature at once: per
-    kind, the features' values end to end (`encoding.ValuePools`), and per feature (of that
-    kind, in layout order) and row, the index of the row's first value there and its value count
-    (0 for a null: a null scalar still owns a slot). Built once per batch, shared by the splits."""
+    """A read batch's columns as records take rows from them, for every feature of a kind at
+    once: the batch's pools (`encoding.PooledColumns`, shared with the per-row encoding) and,
+    per kind, each of its features' (in layout order) row starts there and value counts per row
+    (0 for a null: a null scalar still owns a slot). Built once per batch, shared by the
+    splits."""
 
-    def __init__(self, kinds: dict, columns: Sequence[FeatureValues]):
-        self.rows = len(columns[0].valid) if columns else 0
-        pools = encoding.ValuePools()
+    def __init__(self, kinds: dict, pooled: encoding.PooledColumns):
+        self.rows = pooled.rows
         self.starts, self.lengths = {}, {}
         for kind, members in kinds.items():
-            starts = np.empty((len(members), self.rows), np.int64)
-            lengths = np.empty((len(members), self.rows), np.int32)  # held until records fill
-            for j, i in enumerate(members):
-                fv = columns[i]
-                np.add(fv.row_splits[:-1], pools.add(kind, fv), out=starts[j])
-                np.multiply(np.diff(fv.row_splits), fv.valid, out=lengths[j], casting="unsafe")
-            self.starts[kind], self.lengths[kind] = starts, lengths
-        ints, floats, string_starts, self.string_ends, self.data = pools.arrays()
+            splits = pooled.splits[members]
+            self.starts[kind] = splits  # row r starts at column r (the last column: the end)
+            # int32: held until records fill
+            self.lengths[kind] = (np.diff(splits, axis=1) * pooled.valid[members]).astype(np.int32)
+        ints, floats, string_starts, self.string_ends, self.data = pooled.pools
         # Each kind's items: values, or for BYTES each string's start in `data`.
         self.items = {Kind.INT: ints, Kind.FLOAT: floats, Kind.BYTES: string_starts}
 

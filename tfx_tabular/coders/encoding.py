@@ -69,18 +69,6 @@ class FeatureValues:
     codes: Optional[np.ndarray] = None
 
 
-def rows_of(fv: FeatureValues, start: int, stop: int) -> FeatureValues:
-    """Rows [start, stop) of a feature, sharing its buffers (value arrays are views)."""
-    low, high = int(fv.row_splits[start]), int(fv.row_splits[stop])
-    splits = fv.row_splits[start : stop + 1] - low
-    valid = fv.valid[start:stop]
-    if fv.data is None:
-        return FeatureValues(splits, valid, fv.values[low:high])
-    if fv.codes is None:  # offsets stay absolute: into the same data
-        return FeatureValues(splits, valid, fv.values[low : high + 1], fv.data)
-    return FeatureValues(splits, valid, fv.values, fv.data, fv.codes[low:high])
-
-
 def _decoded(arr: pa.Array) -> pa.Array:
     return arr.dictionary_decode() if pa.types.is_dictionary(arr.type) else arr
 
@@ -629,7 +617,7 @@ def encode(
 
     `framed` adds TFRecord framing (length, masked CRC32C), so records can be written as is.
     """
-    return encode_columns(batch.num_rows, feature_columns(batch, features), framed)
+    return PooledColumns(feature_columns(batch, features)).encode(framed=framed)
 
 
 class ValuePools:
@@ -691,22 +679,45 @@ def key_headers(names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     return np.frombuffer(b"".join(headers), dtype=np.uint8), offsets
 
 
-def encode_columns(
-    n: int, ordered: Sequence[tuple[Feature, FeatureValues]], framed: bool = False
-) -> EncodedBatch:
-    """Serialize `n` rows from `feature_columns`' output (see `encode`)."""
-    kinds = np.array([int(f.kind) for f, _ in ordered], dtype=np.int64)
-    headers, header_offsets = key_headers([f.name for f, _ in ordered])
-    valid = np.empty((len(ordered), n), dtype=np.bool_)
-    splits = np.empty((len(ordered), n + 1), dtype=np.int64)
-    pools = ValuePools()
-    for i, (f, fv) in enumerate(ordered):
-        valid[i] = fv.valid
-        np.add(fv.row_splits, pools.add(f.kind, fv), out=splits[i])
-    buffer, offsets = _serialize(
-        n, kinds, headers, header_offsets, valid, splits, *pools.arrays(), framed, _CRC_TABLES
-    )
-    return EncodedBatch(buffer, offsets, framed)
+class PooledColumns:
+    """A batch's features (`feature_columns`' output) as the serializer reads them, built once
+    per batch: each kind's values end to end (`pools`, as `ValuePools.arrays` gives them) and,
+    per feature f and row r, its items splits[f, r]:splits[f, r + 1] there, written only if
+    valid[f, r]. Rows of it are encoded per row (`encode`) or taken into columnar records."""
+
+    def __init__(self, ordered: Sequence[tuple[Feature, FeatureValues]]):
+        rows = len(ordered[0][1].valid) if ordered else 0
+        self.kinds = np.array([int(f.kind) for f, _ in ordered], dtype=np.int64)
+        self._headers = key_headers([f.name for f, _ in ordered])
+        self.valid = np.empty((len(ordered), rows), dtype=np.bool_)
+        self.splits = np.empty((len(ordered), rows + 1), dtype=np.int64)
+        pools = ValuePools()
+        for i, (f, fv) in enumerate(ordered):
+            self.valid[i] = fv.valid
+            np.add(fv.row_splits, pools.add(f.kind, fv), out=self.splits[i])
+        self.pools = pools.arrays()
+
+    @property
+    def rows(self) -> int:
+        return self.valid.shape[1]
+
+    def encode(self, start: int = 0, stop: Optional[int] = None, framed: bool = False):
+        """Rows [start, stop) as tf.Examples (see `encode`); an `EncodedBatch`."""
+        stop = self.rows if stop is None else stop
+        whole = start == 0 and stop == self.rows
+        valid = self.valid if whole else np.ascontiguousarray(self.valid[:, start:stop])
+        splits = self.splits if whole else np.ascontiguousarray(self.splits[:, start : stop + 1])
+        buffer, offsets = _serialize(
+            stop - start,
+            self.kinds,
+            *self._headers,
+            valid,
+            splits,
+            *self.pools,
+            framed,
+            _CRC_TABLES,
+        )
+        return EncodedBatch(buffer, offsets, framed)
 
 
 def encode_example(

@@ -151,10 +151,10 @@ class _ColumnarBatches:
         self._writers = writers
         self._buffers = [columnar.RecordBuffer(order, options.columnar_batch_rows) for _ in writers]
 
-    def add(self, columns, split_ids: np.ndarray) -> None:
+    def add(self, pooled: encoding.PooledColumns, split_ids: np.ndarray) -> None:
         if not self._writers:
             return
-        pooled = columnar.PooledBatch(self._buffers[0].encoder.kinds, [fv for _, fv in columns])
+        pooled = columnar.PooledBatch(self._buffers[0].encoder.kinds, pooled)
         for s, (writer, buffer) in enumerate(zip(self._writers, self._buffers, strict=True)):
             chosen = None if len(self._writers) == 1 else np.flatnonzero(split_ids == s)
             for record in buffer.add(pooled, chosen):
@@ -298,8 +298,9 @@ class ConvertShard(beam.DoFn):
                     columns = encoding.feature_columns(batch, self._features)
                 except encoding.ConversionError as e:
                     raise ColumnError(f"{info.path}: {e}") from None
-                split_ids = self._write_batch(writers, rows, batch, columns, info.relative, step)
-                batches.add(columns, split_ids)
+                pooled = encoding.PooledColumns(columns)
+                split_ids = self._write_batch(writers, rows, batch, pooled, info.relative, step)
+                batches.add(pooled, split_ids)
                 if split_statistics is not None:
                     statistics.add_batch(split_statistics, columns, split_ids)
                 progress.add(len(split_ids))
@@ -319,14 +320,13 @@ class ConvertShard(beam.DoFn):
         step = max(1, min(read_rows, self._options.batch_size, int(budget // encoded_row)))
         return read_rows, step
 
-    def _write_batch(self, writers, rows, batch: pa.RecordBatch, columns, relative: str, step):
-        """Encodes a read batch `step` rows at a time into the split writers; returns each
-        row's split."""
+    def _write_batch(self, writers, rows, batch: pa.RecordBatch, pooled, relative: str, step):
+        """Encodes a read batch (`pooled`) `step` rows at a time into the split writers; returns
+        each row's split."""
         all_ids = []
         for start in range(0, batch.num_rows, step):
             stop = min(start + step, batch.num_rows)
-            part = [(f, encoding.rows_of(fv, start, stop)) for f, fv in columns]
-            encoded = encoding.encode_columns(stop - start, part, framed=True)
+            encoded = pooled.encode(start, stop, framed=True)
             split_ids = self._split_ids(encoded, batch.slice(start, stop - start), relative)
             for s, writer in enumerate(writers):
                 chosen = np.flatnonzero(split_ids == s)

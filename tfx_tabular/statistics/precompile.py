@@ -129,11 +129,11 @@ def _convert_file(dataset: parquet.Dataset, info, splits: list, key_features) ->
         dataset, info, range(len(info.row_group_rows)), ROWS, string_dictionaries=True
     ):
         columns = encoding.feature_columns(batch, dataset.features)
+        pooled = encoding.PooledColumns(columns)
         split_ids = []
         for start in range(0, batch.num_rows, ENCODE_ROWS):
             stop = min(start + ENCODE_ROWS, batch.num_rows)
-            part = [(f, encoding.rows_of(fv, start, stop)) for f, fv in columns]
-            encoded = encoding.encode_columns(stop - start, part, framed=True)
+            encoded = pooled.encode(start, stop, framed=True)
             ids = (encoded.fingerprints() % np.uint64(len(splits))).astype(np.int64)
             encoding.gather_records(encoded.buffer, encoded.offsets, np.flatnonzero(ids == 0))
             split_ids.append(ids)
@@ -143,8 +143,8 @@ def _convert_file(dataset: parquet.Dataset, info, splits: list, key_features) ->
         )
         encoding.encode(keys, key_features).fingerprints()
         engine.add_batch(splits, columns, np.concatenate(split_ids))
-        pooled = columnar.PooledBatch(records.encoder.kinds, [fv for _, fv in columns])
-        list(records.add(pooled, np.flatnonzero(np.concatenate(split_ids) == 0)))
+        taken = columnar.PooledBatch(records.encoder.kinds, pooled)
+        list(records.add(taken, np.flatnonzero(np.concatenate(split_ids) == 0)))
     list(records.flush())
 
 
