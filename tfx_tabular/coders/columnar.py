@@ -183,8 +183,9 @@ class RecordEncoder:
             kind: [i for i, f in enumerate(features) if f.kind == kind]
             for kind in (Kind.INT, Kind.FLOAT, Kind.BYTES)
         }
-        # Row lengths' bytes: every uint8 feature's, then every int32 feature's, each feature's
-        # rows contiguous; feature i's row r at byte _length_base[i] + width * (pos * rows + r).
+        # A record's row-length bytes: every uint8 feature's rows, then every int32 feature's;
+        # feature i's row r at byte base + _width[i] * (_position[i] * rows + r), where base is
+        # 0 for uint8 features and the uint8 features' bytes for int32 ones (see `_encoded`).
         narrow = np.array([lengths_dtype(f) == "uint8" for f in features], bool)
         self._narrow = np.flatnonzero(narrow)
         self._wide = np.flatnonzero(~narrow)
