@@ -43,32 +43,24 @@ def render(record: dict) -> Section:
     columnar_run = samples["columnar"][0]
     bytes_ratio = columnar_run["columnar_bytes"] / columnar_run["per_row_bytes"]
     complete = all(s["rows"] == s["expected"] for runs in samples.values() for s in runs)
+
+    def conversion(label: str, config: str) -> list:
+        return [
+            label,
+            f"{seconds[config]:.2f}",
+            harness.rate(rows / seconds[config]),
+            harness.mib(rss[config]),
+        ]
+
     body = [
-        [
-            "ours, conversion without statistics",
-            f"{seconds['without']:.2f}",
-            harness.rate(rows / seconds["without"]),
-            harness.mib(rss["without"]),
-        ],
-        [
-            "ours, conversion with statistics (one pass)",
-            f"{seconds['with']:.2f}",
-            harness.rate(rows / seconds["with"]),
-            harness.mib(rss["with"]),
-        ],
+        conversion("ours, conversion without statistics", "without"),
+        conversion("ours, conversion with statistics (one pass)", "with"),
         ["  of which statistics", f"{added:.2f}", "", ""],
-        [
-            "ours, conversion with columnar batches",
-            f"{seconds['columnar']:.2f}",
-            harness.rate(rows / seconds["columnar"]),
-            harness.mib(rss["columnar"]),
-        ],
-        [
+        conversion("ours, conversion with columnar batches", "columnar"),
+        conversion(
             "ours, conversion with columnar batches and statistics (the pipeline's)",
-            f"{seconds['columnar-with']:.2f}",
-            harness.rate(rows / seconds["columnar-with"]),
-            harness.mib(rss["columnar-with"]),
-        ],
+            "columnar-with",
+        ),
         [
             "stock StatisticsGen over ours' Examples (extra pass)",
             f"{stock['seconds']:.1f}",

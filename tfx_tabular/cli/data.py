@@ -24,6 +24,7 @@ from tfx_tabular.cli.common import (
 
 
 def _add_conversion_arguments(p: argparse.ArgumentParser) -> None:
+    from tfx_tabular.coders import columnar
     from tfx_tabular.components.parquet_example_gen.spec import DEFAULT_SPLIT_BUCKETS, PARAMETERS
 
     buckets = ",".join(f"{name}={n}" for name, n in DEFAULT_SPLIT_BUCKETS.items())
@@ -136,7 +137,8 @@ def _add_conversion_arguments(p: argparse.ArgumentParser) -> None:
         type=non_negative_int,
         default=PARAMETERS["columnar_batch_rows"].default,
         metavar="ROWS",
-        help="also write columnar batch records of ROWS rows (8192 is a good start) beside the "
+        help=f"also write columnar batch records of ROWS rows ({columnar.DEFAULT_BATCH_ROWS}, as "
+        "pipelines do, is a good start) beside the "
         "per-row Examples, which tfx_tabular.input_fn reads several times faster "
         "(docs/trainer.md#columnar-batches); 0 (the default): none",
     )

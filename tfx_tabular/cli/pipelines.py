@@ -26,6 +26,7 @@ from tfx_tabular.cli.common import (
 
 
 def _add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
+    from tfx_tabular.coders import columnar
     from tfx_tabular.components.tabular_trainer.spec import PARAMETERS
     from tfx_tabular.pipelines.pipeline import EXAMPLE_STATISTICS_SOURCES
     from tfx_tabular.training.task import TASKS
@@ -74,7 +75,8 @@ def _add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
         type=non_negative_int,
         metavar="ROWS",
         help="rows per columnar batch record ParquetExampleGen writes for TabularTrainer's "
-        "input (default 8192; 0: per-row Examples only, TabularTrainer then reads those)",
+        f"input (default {columnar.DEFAULT_BATCH_ROWS}; 0: per-row Examples only, TabularTrainer "
+        "then reads those)",
     )
     statistics = p.add_argument(
         "--with-example-statistics",

@@ -152,13 +152,6 @@ def _copy_rows(starts, lengths, rows, items, shift, out, firsts):
             pos += lengths[f, r]
 
 
-def _offsets(lengths: np.ndarray) -> np.ndarray:
-    """Where each of `lengths`' (feature-major) rows starts in the values laid end to end."""
-    offsets = np.zeros(lengths.size + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return offsets
-
-
 class RecordEncoder:
     """Writes records of rows taken from `PooledBatch`es of `features`, in slices of
     `slice_rows` rows, with one serializer call per record and, per record, a few array
@@ -211,7 +204,7 @@ class RecordEncoder:
             piece_lengths = [b.lengths[kind][:, r] for b, r in pieces]
             kind_lengths = np.concatenate(piece_lengths, axis=1)
             lengths[members] = kind_lengths
-            offsets = _offsets(kind_lengths.ravel())
+            offsets = encoding.cumulative(kind_lengths.ravel())
             first = np.arange(len(members))[None, :] * rows
             splits[:, members, 0, 0] = offsets[first + starts[:, None]]
             splits[:, members, 0, 1] = offsets[first + stops[:, None]]
@@ -225,7 +218,7 @@ class RecordEncoder:
         counts = np.stack([lengths.sum(axis=1, dtype=np.int64) for lengths in piece_lengths])
         # Where piece p's values of feature f go: after every piece's values of the features
         # before f, and the earlier pieces' values of f.
-        firsts = np.cumsum(counts, axis=0) - counts + _offsets(counts.sum(axis=0))[:-1]
+        firsts = np.cumsum(counts, axis=0) - counts + encoding.cumulative(counts.sum(axis=0))[:-1]
         total = int(counts.sum())
         if kind != Kind.BYTES:
             out = np.empty(total, pieces[0][0].items[kind].dtype)

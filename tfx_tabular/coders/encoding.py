@@ -188,7 +188,9 @@ def _list_lengths(arr: pa.Array) -> np.ndarray:
     return pc.list_value_length(arr).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-def _cumulative(lengths: np.ndarray) -> np.ndarray:
+def cumulative(lengths: np.ndarray) -> np.ndarray:
+    """Where each of `lengths`' items starts when laid end to end, then the end: 0 and the
+    running sums."""
     out = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=out[1:])
     return out
@@ -211,7 +213,7 @@ def feature_values(column: pa.Array, feature: Feature, partitions: Sequence[Feat
         if step == "list":
             if not nested:
                 top_valid = _validity(arr)
-            levels.append(_cumulative(_list_lengths(arr)))
+            levels.append(cumulative(_list_lengths(arr)))
             arr = _flatten(arr)
         else:
             arr = arr.flatten()[arr.type.get_field_index(step)]
@@ -675,7 +677,7 @@ def key_headers(names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """Per feature, the map entry's key field (tag, length, name) and the value field's tag,
     laid end to end, and their offsets."""
     headers = [b"\n" + _varint(len(n.encode())) + n.encode() + b"\x12" for n in names]
-    offsets = _cumulative(np.array([len(h) for h in headers], dtype=np.int64))
+    offsets = cumulative(np.array([len(h) for h in headers], dtype=np.int64))
     return np.frombuffer(b"".join(headers), dtype=np.uint8), offsets
 
 
