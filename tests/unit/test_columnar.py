@@ -182,6 +182,38 @@ def test_var_len_features_come_as_sparse_tensors_as_parse_example_gives_them(dat
         assert _by_key(got[name], keys) == _as_lists(per_row[name])
 
 
+def test_null_scalars_take_the_specs_defaults_and_empty_rows_as_parse_example_gives_them(data):
+    """A scalar's null holds a zero slot in the records: other defaults, VarLen and ragged
+    entries still see the null."""
+    batch, features, _, _ = data
+    spec = {
+        "key": tf.io.FixedLenFeature([], tf.int64),
+        "count with space": tf.io.FixedLenFeature([1], tf.int64, default_value=-1),
+        "city as read": tf.io.RaggedFeature(tf.string, value_key="city"),
+        "price": tf.io.FixedLenFeature([], tf.float32, default_value=0.5),
+        "name/odd": tf.io.FixedLenFeature([], tf.string, default_value=b"none"),
+        "when": tf.io.VarLenFeature(tf.int64),
+    }
+    records, layout = _records(batch, features, 8, 2)
+    got = _read(records, layout, spec, 16, shuffle=False)
+    per_row = tf.io.parse_example(encoding.encode(batch, features).records(), spec)
+    keys = _keys({"key": got["key"][:, None]})
+    assert [row[0] for row in _by_key(got["count with space"], keys)].count(-1) > 0
+    for name, expected in per_row.items():
+        assert type(got[name]) is type(expected), name
+        assert _by_key(got[name], keys) == _as_lists(expected), name
+
+
+def test_a_required_feature_missing_in_a_row_fails_as_parse_example_does(data):
+    batch, features, _, _ = data
+    spec = {"count with space": tf.io.FixedLenFeature([], tf.int64)}
+    records, layout = _records(batch, features, 8, 1)
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf.io.parse_example(encoding.encode(batch, features).records(), spec)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="required but missing"):
+        _read(records, layout, spec, 16, shuffle=False)
+
+
 def test_columnar_records_are_smaller_than_the_per_row_records(data):
     batch, features, _, _ = data
     records, _ = _records(batch, features, ROWS, 1)
