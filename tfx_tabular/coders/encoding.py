@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import dataclasses
+import functools
 import platform
 import sys
 from typing import Optional, Sequence
@@ -196,6 +197,15 @@ def cumulative(lengths: np.ndarray) -> np.ndarray:
     return out
 
 
+@functools.lru_cache(maxsize=8)
+def _slot_splits(rows: int) -> np.ndarray:
+    """0..rows, a scalar feature's row splits (row r's value is slot r): one read-only array
+    shared by a batch's scalar features (a wide table has thousands of them)."""
+    splits = np.arange(rows + 1, dtype=np.int64)
+    splits.setflags(write=False)
+    return splits
+
+
 def feature_values(column: pa.Array, feature: Feature, partitions: Sequence[Feature] = ()):
     """A values feature (and its ragged row-length partitions) of one column over a batch."""
     arr = column
@@ -223,7 +233,7 @@ def feature_values(column: pa.Array, feature: Feature, partitions: Sequence[Feat
         arr = _decoded(arr)
     if top_valid is None:  # a scalar: row r's value is slot r (skipped where null)
         top_valid = _validity(arr)
-        levels.append(np.arange(len(arr) + 1, dtype=np.int64))
+        levels.append(_slot_splits(len(arr)))
     elif arr.null_count:
         raise ConversionError(
             f"column {feature.column!r} (feature {feature.name!r}): a null "
