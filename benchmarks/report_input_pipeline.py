@@ -145,9 +145,9 @@ def render(record: dict) -> Section:
         eps[t] for t in ("task_ours", "task_ours_cached", "task_tfxio", "task_raw")
     )
     per_row = eps.get("task_ours_per_row", ours)  # older results: ours was per row
-    big_rss = harness.median([s["peak_rss"] for s in methods["task_ours"]["samples"]])
-    small_rss = record["small"]["peak_rss"]
-    rss_growth = big_rss / small_rss - 1
+    main_rss = harness.median([s["peak_rss"] for s in methods["task_ours"]["samples"]])
+    large_rss = record["large"]["peak_rss"]
+    rss_growth = large_rss / main_rss - 1
     rows = [
         [
             m["label"],
@@ -167,8 +167,8 @@ def render(record: dict) -> Section:
             "",
             harness.table(["method", "examples/s", "vs TFXIO", "of raw bound", "spread"], rows),
             "",
-            f"Peak RSS of ours (whole process): {harness.mib(small_rss)} on "
-            f"{record['small_rows']:,} rows, {harness.mib(big_rss)} on {record['rows']:,} rows "
+            f"Peak RSS of ours (columnar batches, whole process): {harness.mib(main_rss)} on "
+            f"{record['rows']:,} rows, {harness.mib(large_rss)} on {record['large_rows']:,} rows "
             f"({harness.percent(rss_growth)}).",
             *_comparison_notes(eps),
             *_training_text(record, _training_medians(record)),
