@@ -214,7 +214,7 @@ class RecordEncoder:
     @staticmethod
     def _gather(kind: Kind, pieces, piece_lengths: list) -> tuple:
         """The values of the pieces' rows of `kind`'s features, feature-major (strings: their
-        [start, end) into the pieces' data laid end to end, and that data)."""
+        [start, end) into the pieces' data laid end to end, and those data arrays)."""
         counts = np.stack([lengths.sum(axis=1, dtype=np.int64) for lengths in piece_lengths])
         # Where piece p's values of feature f go: after every piece's values of the features
         # before f, and the earlier pieces' values of f.
@@ -234,24 +234,23 @@ class RecordEncoder:
                     batch.starts[kind], batch.lengths[kind], rows, items, data_base, out, first
                 )
             data_base += len(batch.data)
-        return starts, ends, np.concatenate([batch.data for batch, _ in pieces])
+        return starts, ends, [batch.data for batch, _ in pieces]
 
     def _encoded(self, pools: dict, lengths: np.ndarray, splits, starts, stops) -> np.ndarray:
         """The record: value entries from `pools`, each (slice, feature)'s row lengths one
         string appended to the BYTES pool."""
         rows = lengths.shape[1]
-        length_bytes = np.concatenate(
-            [
-                lengths[self._narrow].astype(np.uint8).ravel(),
-                lengths[self._wide].astype("<i4").ravel().view(np.uint8),
-            ]
-        )
+        length_bytes = [
+            lengths[self._narrow].astype(np.uint8).ravel(),
+            lengths[self._wide].astype("<i4").ravel().view(np.uint8),
+        ]
         base = np.where(self._width == 1, 0, len(self._narrow) * rows)
         first = base + self._width * self._position * rows  # [feature]
         length_starts = (first[None, :] + self._width[None, :] * starts[:, None]).ravel()
         length_ends = (first[None, :] + self._width[None, :] * stops[:, None]).ravel()
-        no_strings = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.uint8))
+        no_strings = (np.zeros(0, np.int64), np.zeros(0, np.int64), [])
         value_starts, value_ends, data = pools[Kind.BYTES] or no_strings
+        data_bytes = sum(len(d) for d in data)
         strings = len(value_starts)
         entries = np.arange(len(starts) * len(self._width)).reshape(len(starts), -1) + strings
         splits[:, :, 1, 0] = entries
@@ -259,9 +258,9 @@ class RecordEncoder:
         arrays = (
             np.zeros(0, np.int64) if pools[Kind.INT] is None else pools[Kind.INT],
             np.zeros(0, np.float32) if pools[Kind.FLOAT] is None else pools[Kind.FLOAT],
-            np.concatenate([value_starts, length_starts + len(data)]),
-            np.concatenate([value_ends, length_ends + len(data)]),
-            np.concatenate([data, length_bytes]),
+            np.concatenate([value_starts, length_starts + data_bytes]),
+            np.concatenate([value_ends, length_ends + data_bytes]),
+            np.concatenate([*data, *length_bytes]),  # the pieces' strings copied once
         )
         entries = splits.size // 2
         buffer, offsets = self._headers
