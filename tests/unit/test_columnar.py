@@ -183,8 +183,8 @@ def test_var_len_features_come_as_sparse_tensors_as_parse_example_gives_them(dat
 
 
 def test_null_scalars_take_the_specs_defaults_and_empty_rows_as_parse_example_gives_them(data):
-    """A scalar's null holds a zero slot in the records: other defaults, VarLen and ragged
-    entries still see the null."""
+    """A scalar's null read under another FixedLen default, a ragged or a VarLen entry: as the
+    per-row parse gives it."""
     batch, features, _, _ = data
     spec = {
         "key": tf.io.FixedLenFeature([], tf.int64),
