@@ -145,8 +145,9 @@ def render(record: dict) -> Section:
         eps[t] for t in ("task_ours", "task_ours_cached", "task_tfxio", "task_raw")
     )
     per_row = eps.get("task_ours_per_row", ours)  # older results: ours was per row
-    main_rss = harness.median([s["peak_rss"] for s in methods["task_ours"]["samples"]])
-    large_rss = record["large"]["peak_rss"]
+    memory = record["memory"]
+    main_rows, large_rows = memory["rows"]
+    main_rss, large_rss = (memory["samples"][str(rows)]["peak_rss"] for rows in memory["rows"])
     rss_growth = large_rss / main_rss - 1
     rows = [
         [
@@ -167,9 +168,9 @@ def render(record: dict) -> Section:
             "",
             harness.table(["method", "examples/s", "vs TFXIO", "of raw bound", "spread"], rows),
             "",
-            f"Peak RSS of ours (columnar batches, whole process): {harness.mib(main_rss)} on "
-            f"{record['rows']:,} rows, {harness.mib(large_rss)} on {record['large_rows']:,} rows "
-            f"({harness.percent(rss_growth)}).",
+            f"Peak RSS of ours (columnar batches, whole process, {memory['batches']} batches "
+            f"read in each run): {harness.mib(main_rss)} on {main_rows:,} rows, "
+            f"{harness.mib(large_rss)} on {large_rows:,} rows ({harness.percent(rss_growth)}).",
             *_comparison_notes(eps),
             *_training_text(record, _training_medians(record)),
         ]

@@ -370,7 +370,8 @@ def cmd_show_schema(args) -> dict:
     schema = load_schema_file(args.file)
     if not args.quiet:
         _print_table(f"{args.file}: {len(schema.feature)} features", HEADER, schema_rows(schema))
-    return json_format.MessageToDict(schema, preserving_proto_field_name=True)
+    # Only --json prints the document; a wide schema's dict is a noticeable share of the command.
+    return json_format.MessageToDict(schema, preserving_proto_field_name=True) if args.json else {}
 
 
 NO_EXAMPLE_STATISTICS = (
