@@ -137,19 +137,42 @@ class PooledBatch:
 
 
 @numba.njit(cache=True, nogil=True)
-def _copy_rows(starts, lengths, rows, items, shift, out, firsts):
-    """For each feature f (a row of `starts` and `lengths`), the items of rows `rows`, in that
-    order, into `out` from firsts[f] on, plus `shift` (0: copied as they are)."""
+def _row_counts(lengths, rows):
+    """Each feature's (row of `lengths`) items in rows `rows`."""
+    counts = np.zeros(lengths.shape[0], np.int64)
+    for f in range(lengths.shape[0]):
+        for r in rows:
+            counts[f] += lengths[f, r]
+    return counts
+
+
+@numba.njit(cache=True, nogil=True)
+def _take_rows(batch, rows, shift, out, firsts, row0, slice_rows):
+    """Rows `rows` of a batch's features of one kind, in that order, from record row `row0` on:
+    each feature f's items into out.items from firsts[f] on (plus `shift`, 0: as they are; for
+    strings, their ends too), its row lengths into out.lengths[f], and where each of its slices
+    starts into out.slice_items."""
+    starts, lengths, items, ends = batch
+    out_items, out_ends, out_lengths, slice_items = out
     for f in range(starts.shape[0]):
         pos = firsts[f]
-        for r in rows:
-            start = starts[f, r]
-            for k in range(lengths[f, r]):
+        for i in range(len(rows)):
+            row, r = row0 + i, rows[i]
+            if row % slice_rows == 0:
+                slice_items[row // slice_rows, f] = pos
+            n, start = lengths[f, r], starts[f, r]
+            out_lengths[f, row] = n
+            for k in range(n):
                 if shift:
-                    out[pos + k] = items[start + k] + shift
+                    out_items[pos + k] = items[start + k] + shift
                 else:
-                    out[pos + k] = items[start + k]
-            pos += lengths[f, r]
+                    out_items[pos + k] = items[start + k]
+            for k in range(n if len(ends) else 0):
+                out_ends[pos + k] = ends[start + k] + shift
+            pos += n
+
+
+_NO_ENDS = np.zeros(0, np.int64)  # a numeric kind's string ends: none
 
 
 class RecordEncoder:
@@ -192,49 +215,47 @@ class RecordEncoder:
         rows = sum(len(r) for _, r in pieces)
         starts = np.arange(0, rows, self._slice_rows)
         stops = np.minimum(starts + self._slice_rows, rows)
-        count = len(self._width)
-        lengths = np.empty((count, rows), np.int64)
+        lengths = np.empty((len(self._width), rows), np.int32)
         # [slice, feature, (values, lengths), (first item, end)] into the kinds' pools.
-        splits = np.empty((len(starts), count, 2, 2), np.int64)
-        pools = {}
-        for kind, members in self.kinds.items():
-            if not members:
-                pools[kind] = None
-                continue
-            piece_lengths = [b.lengths[kind][:, r] for b, r in pieces]
-            kind_lengths = np.concatenate(piece_lengths, axis=1)
-            lengths[members] = kind_lengths
-            offsets = encoding.cumulative(kind_lengths.ravel())
-            first = np.arange(len(members))[None, :] * rows
-            splits[:, members, 0, 0] = offsets[first + starts[:, None]]
-            splits[:, members, 0, 1] = offsets[first + stops[:, None]]
-            pools[kind] = self._gather(kind, pieces, piece_lengths)
+        splits = np.empty((len(starts), len(self._width), 2, 2), np.int64)
+        pools = {
+            kind: self._gather(kind, members, pieces, lengths, splits) if members else None
+            for kind, members in self.kinds.items()
+        }
         return self._encoded(pools, lengths, splits, starts, stops)
 
-    @staticmethod
-    def _gather(kind: Kind, pieces, piece_lengths: list) -> tuple:
-        """The values of the pieces' rows of `kind`'s features, feature-major (strings: their
-        [start, end) into the pieces' data laid end to end, and those data arrays)."""
-        counts = np.stack([lengths.sum(axis=1, dtype=np.int64) for lengths in piece_lengths])
+    def _gather(self, kind: Kind, members: list, pieces, lengths, splits):
+        """The values of the pieces' rows of `kind`'s features (`members`), feature-major
+        (strings: their [start, end) into the pieces' data laid end to end, and those data
+        arrays); fills the members' rows of `lengths` and their value entries in `splits`."""
+        counts = np.stack([_row_counts(b.lengths[kind], r) for b, r in pieces])
         # Where piece p's values of feature f go: after every piece's values of the features
         # before f, and the earlier pieces' values of f.
         firsts = np.cumsum(counts, axis=0) - counts + encoding.cumulative(counts.sum(axis=0))[:-1]
         total = int(counts.sum())
-        if kind != Kind.BYTES:
-            out = np.empty(total, pieces[0][0].items[kind].dtype)
-            for (batch, rows), first in zip(pieces, firsts, strict=True):
-                _copy_rows(
-                    batch.starts[kind], batch.lengths[kind], rows, batch.items[kind], 0, out, first
-                )
-            return out
-        starts, ends, data_base = np.empty(total, np.int64), np.empty(total, np.int64), 0
+        strings = kind == Kind.BYTES
+        kind_lengths = np.empty((len(members), lengths.shape[1]), np.int32)
+        slice_items = np.empty((len(splits) + 1, len(members)), np.int64)
+        out = (
+            np.empty(total, np.int64 if strings else pieces[0][0].items[kind].dtype),
+            np.empty(total if strings else 0, np.int64),
+            kind_lengths,
+            slice_items,
+        )
+        row, data_base = 0, 0
         for (batch, rows), first in zip(pieces, firsts, strict=True):
-            for items, out in ((batch.items[kind], starts), (batch.string_ends, ends)):
-                _copy_rows(
-                    batch.starts[kind], batch.lengths[kind], rows, items, data_base, out, first
-                )
-            data_base += len(batch.data)
-        return starts, ends, [batch.data for batch, _ in pieces]
+            ends = batch.string_ends if strings else _NO_ENDS
+            taken = (batch.starts[kind], batch.lengths[kind], batch.items[kind], ends)
+            _take_rows(taken, rows, data_base, out, first, row, self._slice_rows)
+            row += len(rows)
+            data_base += len(batch.data) if strings else 0
+        slice_items[-1] = firsts[-1] + counts[-1]  # each feature's end
+        lengths[members] = kind_lengths
+        splits[:, members, 0, 0] = slice_items[:-1]
+        splits[:, members, 0, 1] = slice_items[1:]
+        if strings:
+            return out[0], out[1], [batch.data for batch, _ in pieces]
+        return out[0]
 
     def _encoded(self, pools: dict, lengths: np.ndarray, splits, starts, stops) -> np.ndarray:
         """The record: value entries from `pools`, each (slice, feature)'s row lengths one
