@@ -181,7 +181,7 @@ def test_sketch_ranks_within_the_epsilon_and_as_tfx_bsls(shape):
     }[shape]
     half = len(values) // 2
     merged = sketch_of(values[:half])
-    merged.merge(quantiles.Quantiles.from_text(sketch_of(values[half:]).to_text()))
+    merged.merge(quantiles.Quantiles.from_bytes(sketch_of(values[half:]).to_bytes()))
     reference = QuantilesSketch(eps=0.01, max_num_elements=1 << 32, num_streams=1)
     reference.AddValues(pa.array(values))
     theirs = reference.GetQuantilesAndCumulativeWeights(100)[0].flatten().to_numpy()

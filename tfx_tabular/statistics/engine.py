@@ -37,12 +37,12 @@ keeps its type (stock TFDV would call it STRING).
 
 from __future__ import annotations
 
-import base64
 import functools
 import importlib.util
 import json
 import math
 import os
+import struct
 from typing import Iterable, Optional, Sequence
 
 import numba
@@ -333,28 +333,25 @@ class _StringTable:
         self.any_invalid = not ascii and array_util.CountInvalidUTF8(dictionary) > 0
 
 
-_KLL_PREFIX = "kll:"  # a scalar numeric feature's `quantiles.Quantiles`, not tfx_bsl's sketch
-
-
-def _quantiles_to_text(sketch) -> str:
-    if isinstance(sketch, kll.Quantiles):
-        return _KLL_PREFIX + sketch.to_text()
+def _quantiles_to_part(sketch) -> dict:
+    if isinstance(sketch, kll.Quantiles):  # a scalar numeric feature's, not tfx_bsl's sketch
+        return {"kll": sketch.to_bytes()}
     # QuantilesSketch offers its state only through the pickling protocol's __getstate__.
-    return base64.b64encode(sketch.__getstate__()).decode()
+    return {"tfx_bsl": sketch.__getstate__()}
 
 
-def _quantiles_from_text(text: str):
-    if text.startswith(_KLL_PREFIX):
-        return kll.Quantiles.from_text(text[len(_KLL_PREFIX) :])
+def _quantiles_from_part(part: dict):
+    if "kll" in part:
+        return kll.Quantiles.from_bytes(part["kll"])
     sketch = QuantilesSketch.__new__(QuantilesSketch)
-    sketch.__setstate__(base64.b64decode(text))
+    sketch.__setstate__(part["tfx_bsl"])
     return sketch
 
 
 # The sketch attributes of FeatureStatistics, and how each is written and read back.
 _SKETCHES = {
-    "num_values": (_quantiles_to_text, _quantiles_from_text),
-    "quantiles": (_quantiles_to_text, _quantiles_from_text),
+    "num_values": (_quantiles_to_part, _quantiles_from_part),
+    "quantiles": (_quantiles_to_part, _quantiles_from_part),
     "top": (TopK.to_dict, TopK.from_dict),
     "distinct": (DistinctCount.to_dict, DistinctCount.from_dict),
 }
@@ -493,12 +490,12 @@ class FeatureStatistics:
                 sketch.Compact()
 
     def to_dict(self) -> dict:
-        """A JSON-able form (see SplitStatistics.to_bytes)."""
+        """Plain data: JSON-able but for the sketches' bytes (see SplitStatistics.to_bytes)."""
         out = {k: v for k, v in vars(self).items() if k not in _SKETCHES}
         out["kind"] = int(self.kind)
         out["sketches"] = {
-            name: to_text(getattr(self, name))
-            for name, (to_text, _) in _SKETCHES.items()
+            name: to_part(getattr(self, name))
+            for name, (to_part, _) in _SKETCHES.items()
             if getattr(self, name) is not None
         }
         return out
@@ -582,11 +579,11 @@ class SplitStatistics:
         for stats in self.features.values():
             stats.compact()
         features = {name: stats.to_dict() for name, stats in self.features.items()}
-        return json.dumps({"num_examples": self.num_examples, "features": features}).encode()
+        return _pack({"num_examples": self.num_examples, "features": features})
 
     @classmethod
     def from_bytes(cls, data: bytes) -> SplitStatistics:
-        decoded = json.loads(data)
+        decoded = _unpack(data)
         result = cls()
         result.num_examples = decoded["num_examples"]
         result.features = {
@@ -604,6 +601,39 @@ class SplitStatistics:
             else:
                 self.features[name] = stats
         return self
+
+
+_BLOB = "$bytes"  # a JSON object {_BLOB: [offset, size]}: bytes stored after the JSON
+
+
+def _pack(document) -> bytes:
+    """`document` as a part file: the JSON's size, the JSON, then its bytes values (the
+    sketches') unencoded: as base64 inside the JSON, they made writing and merging the parts a
+    large share of a wide table's statistics."""
+    blobs, offset = [], 0
+
+    def reference(value):
+        nonlocal offset
+        if not isinstance(value, bytes):
+            raise TypeError(f"{type(value).__name__} is not JSON serializable")
+        blobs.append(value)
+        offset += len(value)
+        return {_BLOB: [offset - len(value), len(value)]}
+
+    text = json.dumps(document, default=reference).encode()
+    return b"".join([struct.pack("<Q", len(text)), text, *blobs])
+
+
+def _unpack(data: bytes):
+    """A part file's document (see `_pack`)."""
+    (size,) = struct.unpack_from("<Q", data)
+    blobs = memoryview(data)[8 + size :]
+
+    def resolve(item: dict):
+        where = item.get(_BLOB)
+        return item if where is None else bytes(blobs[where[0] : where[0] + where[1]])
+
+    return json.loads(data[8 : 8 + size], object_hook=resolve)
 
 
 def _scalar_statistics(kind: Kind, fields: dict, sketch: kll.Quantiles) -> FeatureStatistics:

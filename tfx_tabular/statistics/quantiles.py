@@ -21,8 +21,6 @@ feature's compactions (the alternation).
 
 from __future__ import annotations
 
-import base64
-
 import numba
 import numpy as np
 
@@ -244,14 +242,13 @@ class Quantiles:
     def quantiles_and_counts(self, num_buckets: int) -> tuple[np.ndarray, np.ndarray]:
         return quantiles_and_cumulative_weights(self.items, self.sizes, num_buckets)
 
-    def to_text(self) -> str:
-        """The used items and the sizes, base64 (a part file's JSON)."""
+    def to_bytes(self) -> bytes:
+        """The sizes and the used items (a part file's)."""
         used = self.items[: int(self.sizes[:MAX_LEVELS].sum())]
-        return base64.b64encode(self.sizes.tobytes() + used.tobytes()).decode()
+        return self.sizes.tobytes() + used.tobytes()
 
     @classmethod
-    def from_text(cls, text: str) -> Quantiles:
-        data = base64.b64decode(text)
+    def from_bytes(cls, data: bytes) -> Quantiles:
         split = (MAX_LEVELS + 1) * 8
         sketch = cls.new()
         sketch.sizes[:] = np.frombuffer(data[:split], np.int64)

@@ -19,8 +19,6 @@ n² / 2^65 for n distinct strings: 3e-6 at ten million).
 
 from __future__ import annotations
 
-import base64
-
 import numba
 import numpy as np
 import pyarrow as pa
@@ -201,12 +199,11 @@ def _merge_minimums(hashes_a, hashes_b, capacity):
     return out[:k]
 
 
-def _encode(array: np.ndarray) -> str:
-    return base64.b64encode(array.tobytes()).decode()
+def _decode(data: bytes, dtype) -> np.ndarray:
+    return np.frombuffer(data, dtype).copy()
 
 
-def _decode(text: str, dtype) -> np.ndarray:
-    return np.frombuffer(base64.b64decode(text), dtype).copy()
+_NO_STRINGS = pa.array([], pa.large_binary())
 
 
 class TopK:
@@ -216,7 +213,7 @@ class TopK:
         self.capacity = capacity
         self.hashes = np.zeros(0, np.uint64)
         self.counts = np.zeros(0, np.int64)
-        self.values = pa.array([], pa.large_binary())
+        self.values = _NO_STRINGS
 
     def add(
         self, hashes: np.ndarray, counts: np.ndarray, strings: pa.Array, positions: np.ndarray
@@ -235,10 +232,10 @@ class TopK:
         offsets, data = self.values.buffers()[1:]
         return {
             "capacity": self.capacity,
-            "hashes": _encode(self.hashes),
-            "counts": _encode(self.counts),
-            "offsets": _encode(np.frombuffer(offsets, np.int64)[: len(self.values) + 1]),
-            "data": base64.b64encode(data or b"").decode(),
+            "hashes": self.hashes.tobytes(),
+            "counts": self.counts.tobytes(),
+            "offsets": np.frombuffer(offsets, np.int64)[: len(self.values) + 1].tobytes(),
+            "data": data.to_pybytes() if data is not None else b"",
         }
 
     @classmethod
@@ -246,8 +243,8 @@ class TopK:
         top = cls(data["capacity"])
         top.hashes = _decode(data["hashes"], np.uint64)
         top.counts = _decode(data["counts"], np.int64)
-        offsets = pa.py_buffer(base64.b64decode(data["offsets"]))
-        strings = pa.py_buffer(base64.b64decode(data["data"]))
+        offsets = pa.py_buffer(data["offsets"])
+        strings = pa.py_buffer(data["data"])
         top.values = pa.Array.from_buffers(
             pa.large_binary(), len(top.hashes), [None, offsets, strings]
         )
@@ -275,7 +272,7 @@ class DistinctCount:
         return round((self.capacity - 1) * 2.0**64 / float(self.hashes[-1]))
 
     def to_dict(self) -> dict:
-        return {"capacity": self.capacity, "hashes": _encode(self.hashes)}
+        return {"capacity": self.capacity, "hashes": self.hashes.tobytes()}
 
     @classmethod
     def from_dict(cls, data: dict) -> DistinctCount:
