@@ -121,6 +121,18 @@ def test_exact_fields_do_not_depend_on_batching():
     assert one["s"].string_stats == many["s"].string_stats
 
 
+@pytest.mark.parametrize("names", [["$bytes"], ["$bytes", "s"]])
+def test_part_files_carry_any_column_name(names):
+    """A part file's JSON marks where the sketches' bytes are with a key; a column of that name
+    (alone, its features object has that one key) is data, not such a mark."""
+    table = pa.table({name: pa.array(["x", "yy", None, "x"]) for name in names})
+    shipped = by_name(statistics.statistics_list(split_statistics(table, 2, parts=2)))
+    assert sorted(shipped) == sorted(names)
+    strings = shipped["$bytes"].string_stats
+    assert strings.common_stats.num_non_missing == 3
+    assert [(v.value, v.frequency) for v in strings.top_values] == [("x", 2), ("yy", 1)]
+
+
 def dictionary_column(values: list, dictionary: list, null_code: int = 999) -> pa.Array:
     """A string DictionaryArray as Parquet's dictionary pages arrive; null slots hold an
     arbitrary (here out-of-range) code, and `dictionary` may repeat a value."""

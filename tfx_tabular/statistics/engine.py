@@ -631,7 +631,9 @@ def _unpack(data: bytes):
 
     def resolve(item: dict):
         where = item.get(_BLOB)
-        return item if where is None else bytes(blobs[where[0] : where[0] + where[1]])
+        if len(item) != 1 or not isinstance(where, list):  # e.g. one feature named _BLOB
+            return item
+        return bytes(blobs[where[0] : where[0] + where[1]])
 
     return json.loads(data[8 : 8 + size], object_hook=resolve)
 
