@@ -2,12 +2,15 @@
 (hash-pinned), in the git-ignored `.writers-venv/` at the repository root.
 
 Created once and kept, keyed on the requirements file's hash: a changed file makes a new one.
+Made under a lock: `make test`'s pytest-xdist workers ask for it at once on a cold clone, and one
+must not remove the environment another is still installing.
 `python tests/writers/environment.py` creates it (and prints its Python); the `writers_python`
 fixture of tests/integration/test_writers.py calls `writers_python()`.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -44,31 +47,35 @@ def _run(command: list[str], log: Path) -> None:
         raise WritersEnvironmentError(f"{' '.join(command[:3])} failed:\n{tail}")
 
 
-def writers_python() -> str:
+def writers_python(requirements: Path = REQUIREMENTS, venvs: Path = VENVS) -> str:
     """The writers' environment's Python, made first if missing (a few minutes, cold)."""
-    key = hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()[:16]
-    venv = VENVS / key
-    python = venv / "bin" / "python"
-    ready = venv / ".ready"
-    if ready.exists():
-        return str(python)
+    key = hashlib.sha256(requirements.read_bytes()).hexdigest()[:16]
+    venv = venvs / key
+    if (venv / ".ready").exists():
+        return str(venv / "bin" / "python")
     if not UV.exists():
         raise WritersEnvironmentError(f"{UV} is missing; run `make setup` first")
+    venvs.mkdir(exist_ok=True)
+    with open(venvs / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when this process ends, however it ends
+        if not (venv / ".ready").exists():
+            _make(venv, requirements, venvs / f"{key}.log")
+    return str(venv / "bin" / "python")
+
+
+def _make(venv: Path, requirements: Path, log: Path) -> None:
     if venv.exists():  # an interrupted earlier attempt
         shutil.rmtree(venv)
-    VENVS.mkdir(exist_ok=True)
-    log = VENVS / f"{key}.log"
     log.write_bytes(b"")
     # The system's Python only: uv would otherwise download a managed one.
     _run([str(UV), "venv", "--python", base_python(), "--python-preference", "only-system",
           str(venv)], log)  # fmt: skip
     _run(
-        [str(UV), "pip", "install", "--python", str(python), "--require-hashes",
-         "--compile-bytecode", "-r", str(REQUIREMENTS)],
+        [str(UV), "pip", "install", "--python", str(venv / "bin" / "python"), "--require-hashes",
+         "--compile-bytecode", "-r", str(requirements)],
         log,
     )  # fmt: skip
-    ready.write_text(key + "\n")
-    return str(python)
+    (venv / ".ready").write_text(venv.name + "\n")
 
 
 if __name__ == "__main__":
