@@ -288,7 +288,7 @@ def upload(bucket, local_root: str, prefix: str, damage=None) -> list:
     return sorted(names)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups
+@pytest.hookimpl(wrapper=True)  # marks before pytest-xdist's own reads the groups, checks after
 def pytest_collection_modifyitems(config, items):
     """For `make test`'s pytest-xdist workers (`--dist loadgroup`): tests that share a
     module-scoped fixture (a pipeline run, a server, converted data) form one group, run by one
@@ -309,3 +309,31 @@ def pytest_collection_modifyitems(config, items):
         if shared:
             item.add_marker(pytest.mark.xdist_group(f"{item.module.__name__}:{','.join(shared)}"))
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    yield
+    _check_groups_kept(config, items)
+
+
+_LOST_GROUPS = pytest.StashKey[str]()
+
+
+def _check_groups_kept(config, items) -> None:
+    """Note it if pytest-xdist dropped the groups (it writes them into node ids, which pytest 9.2
+    ignores: pytest-xdist#1386): every worker would build every shared fixture itself, racing the
+    others over what they make once. A worker's own collection error is lost in pytest-xdist's
+    controller, so `groups_kept` fails the tests instead."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    lost = [i.nodeid for i in items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid]
+    if lost:
+        config.stash[_LOST_GROUPS] = (
+            f"pytest-xdist's --dist loadgroup lost the test groups (first: {lost[0]}); "
+            "use the pytest this project's uv.lock pins"
+        )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def groups_kept(request):
+    """Set up before any shared fixture (session scope), so none is built when groups are lost."""
+    message = request.config.stash.get(_LOST_GROUPS, None)
+    if message:
+        pytest.fail(message, pytrace=False)
