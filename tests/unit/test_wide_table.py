@@ -238,3 +238,69 @@ def test_the_bench_section_renders_its_targets():
         "infer-schema and show-schema at 2,000 columns": False,
     }
     assert "2,000" in section.markdown
+
+
+def varied_table(rows: int) -> pa.Table:
+    rng = np.random.default_rng(3)
+    missing = rng.random(rows) < 0.2
+    return pa.table(
+        {
+            "i": pa.array(rng.integers(0, 9, rows), mask=missing),
+            "f": pa.array(rng.standard_normal(rows)),
+            "s": pa.array([f"v{j}" for j in rng.integers(0, 20, rows)]),
+            "t": pa.array(rng.integers(0, 10**15, rows), pa.timestamp("us"), mask=missing),
+            "l": pa.array([[j] * (j % 3) if j % 5 else None for j in range(rows)]),
+            "st": pa.array([{"a": j, "b": [float(j)]} for j in range(rows)]),
+        }
+    )
+
+
+def read_all(dataset, info, batch_size: int) -> tuple[pa.Table, list[int]]:
+    groups = list(range(len(info.row_group_rows)))
+    batches = list(parquet.read_batches(dataset, info, groups, batch_size, True))
+    return pa.Table.from_batches(batches), [b.num_rows for b in batches]
+
+
+def test_whole_row_groups_read_as_the_streaming_reader_reads_them(tmp_path, monkeypatch):
+    folder = tmp_path / "day=2024-01-02"
+    folder.mkdir()
+    pq.write_table(varied_table(5_000), folder / "part-0.parquet", row_group_size=1_500)
+    dataset = parquet.open_dataset(str(tmp_path))
+    (info,) = dataset.files
+    streamed, _ = read_all(dataset, info, 700)
+    monkeypatch.setattr(parquet, "_WHOLE_ROW_GROUP_BYTES", 0)
+    monkeypatch.setattr(parquet, "_COLUMN_SLICE", 4)  # two slices of the 7 columns
+    assert parquet._reads_whole_row_groups(info, info.schema.names)
+    whole, sizes = read_all(dataset, info, 700)
+    assert whole.equals(streamed)
+    assert pa.types.is_dictionary(whole.schema.field("s").type)  # the strings' codes kept
+    assert max(sizes) == 700 and sum(sizes) == 5_000
+
+
+def test_only_large_row_groups_of_page_sized_chunks_are_read_whole(tmp_path):
+    wide = pa.table({f"c{i}": pa.array(np.arange(4_500, dtype=np.int64) * i) for i in range(2_000)})
+    pq.write_table(wide, tmp_path / "wide.parquet", use_dictionary=False, compression="none")
+    narrow = pa.table({"c": pa.array(np.arange(10_000_000, dtype=np.int64))})
+    pq.write_table(narrow, tmp_path / "narrow.parquet", compression="none")
+    files = {os.path.basename(f.path): f for f in parquet.open_dataset(str(tmp_path)).files}
+    # 2,000 chunks of 36 kB: 72 MB, above _WHOLE_ROW_GROUP_BYTES; one chunk of 80 MB: pages
+    assert parquet._reads_whole_row_groups(files["wide.parquet"], wide.column_names)
+    assert not parquet._reads_whole_row_groups(files["wide.parquet"], wide.column_names[:100])
+    assert not parquet._reads_whole_row_groups(files["narrow.parquet"], ["c"])
+
+
+def test_row_groups_read_whole_convert_to_the_same_records(wide_dataset, tmp_path, monkeypatch):
+    dataset, splits = plan.plan_conversion(wide_dataset)
+
+    def records(name: str) -> dict[str, bytes]:
+        out = tmp_path / name
+        convert.convert(
+            dataset, str(out), splits, plan.OutputOptions(), beam_pipeline_args=IN_MEMORY_BEAM
+        )
+        paths = sorted(glob.glob(str(out / "Split-*" / "data_tfrecord-*")))
+        return {os.path.relpath(p, out): open(p, "rb").read() for p in paths}
+
+    streamed = records("streamed")
+    monkeypatch.setattr(parquet, "_WHOLE_ROW_GROUP_BYTES", 0)
+    assert parquet._reads_whole_row_groups(dataset.files[0], dataset.schema.names)
+    assert records("whole") == streamed

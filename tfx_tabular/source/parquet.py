@@ -849,6 +849,46 @@ def rows_for_bytes(info: ParquetFileInfo, budget: int, most: int) -> int:
     return max(1, min(most, int(budget // row_bytes(info))))
 
 
+# pyarrow's and Spark's default data page size.
+_PAGE_BYTES = 1 << 20
+# Row groups above this many bytes whose chunks are about a page are read whole (below it the
+# streaming reader's memory is small either way, and it is no slower).
+_WHOLE_ROW_GROUP_BYTES = 64 << 20
+# Columns decoded together when a row group is read whole.
+_COLUMN_SLICE = 100
+
+
+def _reads_whole_row_groups(info: ParquetFileInfo, columns: Sequence[str]) -> bool:
+    """True for large row groups whose chunks of `columns` average at most a page (wide
+    tables): pyarrow's streaming reader then holds every column's whole chunk at once,
+    compressed, decompressed and its dictionary decoded, about twice the decoded row group.
+    Those row groups are read whole instead, a slice of columns at a time."""
+    if not info.row_group_rows or not columns:
+        return False
+    wanted = set(columns)
+    group = sum(size for name, size in info.column_bytes if name in wanted) / len(
+        info.row_group_rows
+    )
+    return group > _WHOLE_ROW_GROUP_BYTES and group <= len(columns) * _PAGE_BYTES
+
+
+def _whole_row_groups(
+    reader: pq.ParquetFile, row_groups: Sequence[int], columns: Sequence[str], batch_size: int
+) -> Iterator[pa.RecordBatch]:
+    """`row_groups` decoded one at a time, `_COLUMN_SLICE` columns at a time, as batches."""
+    for group in row_groups:
+        arrays = []
+        for start in range(0, len(columns), _COLUMN_SLICE):
+            part = reader.read_row_group(
+                group, columns=columns[start : start + _COLUMN_SLICE], use_threads=False
+            )
+            arrays.extend(part.columns)
+        table = pa.Table.from_arrays(arrays, names=list(columns))
+        del arrays
+        yield from table.to_batches(max_chunksize=batch_size)
+        del table  # before the next row group is decoded
+
+
 def read_batches(
     dataset: Dataset,
     info: ParquetFileInfo,
@@ -869,12 +909,16 @@ def read_batches(
                 reader = pq.ParquetFile(
                     handle, metadata=reader.metadata, read_dictionary=dictionaries
                 )
-            for batch in reader.iter_batches(
-                batch_size=batch_size,
-                row_groups=list(row_groups),
-                columns=columns,
-                use_threads=False,
-            ):
+            if _reads_whole_row_groups(info, columns):
+                batches = _whole_row_groups(reader, row_groups, columns, batch_size)
+            else:
+                batches = reader.iter_batches(
+                    batch_size=batch_size,
+                    row_groups=list(row_groups),
+                    columns=columns,
+                    use_threads=False,
+                )
+            for batch in batches:
                 yield conform(batch, dataset, info)
     except (pa.ArrowException, OSError) as e:
         column = _failing_column(dataset, info, row_groups, columns)
