@@ -339,6 +339,7 @@ class ConvertShard(beam.DoFn):
                     writer.write(encoding.gather_records(encoded.buffer, encoded.offsets, chosen))
                 rows[s] += len(chosen)
             all_ids.append(split_ids)
+            del encoded  # before the next step's records are encoded beside it
         return np.concatenate(all_ids) if all_ids else np.zeros(0, np.int64)
 
 
