@@ -877,12 +877,13 @@ def _whole_row_groups(
 ) -> Iterator[pa.RecordBatch]:
     """`row_groups` decoded one at a time, `_COLUMN_SLICE` columns at a time, as batches."""
     for group in row_groups:
-        arrays = []
-        for start in range(0, len(columns), _COLUMN_SLICE):
-            part = reader.read_row_group(
+        arrays = [
+            column
+            for start in range(0, len(columns), _COLUMN_SLICE)
+            for column in reader.read_row_group(
                 group, columns=columns[start : start + _COLUMN_SLICE], use_threads=False
-            )
-            arrays.extend(part.columns)
+            ).columns
+        ]
         table = pa.Table.from_arrays(arrays, names=list(columns))
         del arrays
         yield from table.to_batches(max_chunksize=batch_size)
