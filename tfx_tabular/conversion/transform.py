@@ -47,6 +47,10 @@ ROW_COUNTS_DIR = "row_counts"
 # (the price: each converting thread holds a decoded row group, not `batch_size` rows), unless
 # that exceeds `OutputOptions.batch_bytes` (wide rows).
 STATISTICS_READ_ROWS = 65_536
+# A step's encoded records are held with each split's copy of its share of them, beside the read
+# batch: a step encodes at most this share of `batch_bytes` (a step is one compiled call, so
+# smaller steps cost about nothing; on wide rows this is tens of MiB less per converting thread).
+ENCODED_STEP_SHARE = 0.25
 FEATURE_STATS_DIR = "feature_stats"  # in the staging folder: Split-<name>/FeatureStats.pb
 # In the staging folder: <split>/shard-<index>, each shard's SplitStatistics bytes, merged by
 # `publish`. Files, not Beam outputs: the parts a runner held until a merge stage made peak
@@ -313,14 +317,16 @@ class ConvertShard(beam.DoFn):
 
     def _batch_rows(self, info: parquet.ParquetFileInfo, with_statistics: bool) -> tuple[int, int]:
         """Rows of `info` read at a time, and encoded at a time: `batch_size` (with statistics,
-        STATISTICS_READ_ROWS read), at most about `batch_bytes` of them, read or encoded (a
-        record also holds every feature's name: wide rows grow several times when encoded)."""
+        STATISTICS_READ_ROWS read), at most about `batch_bytes` of them read, and
+        ENCODED_STEP_SHARE of that encoded (a record also holds every feature's name: wide rows
+        grow several times when encoded)."""
         budget, most = self._options.batch_bytes, self._options.batch_size
         if with_statistics:
             most = max(most, STATISTICS_READ_ROWS)
         read_rows = parquet.rows_for_bytes(info, budget, most)
         encoded_row = parquet.row_bytes(info) + self._key_bytes
-        step = max(1, min(read_rows, self._options.batch_size, int(budget // encoded_row)))
+        encoded_budget = budget * ENCODED_STEP_SHARE
+        step = max(1, min(read_rows, self._options.batch_size, int(encoded_budget // encoded_row)))
         return read_rows, step
 
     def _write_batch(self, writers, rows, batch: pa.RecordBatch, pooled, relative: str, step):

@@ -57,11 +57,10 @@ def _moments(values, count, mean, m2):
 
 
 @numba.njit(cache=True, nogil=True)
-def _add_split(values, valid, split_ids, split, state, items, sizes):
+def _add_split(values, valid, split_ids, split, state, items, sizes, scratch):
     """Add the rows of `split` of every feature (rows of `values`, `valid`) to `state` (a row
-    per FIELDS entry) and each feature's sketch."""
+    per FIELDS entry) and each feature's sketch (`scratch`: kll.STORE items)."""
     chosen = np.empty(values.shape[1], np.float64)
-    scratch = np.empty(kll.STORE, np.float64)
     for f in range(values.shape[0]):
         size = present = nan = pos_inf = zeros = 0
         low = finite_low = np.inf
@@ -111,7 +110,8 @@ class ScalarNumerics:
         """Add the rows of `split` of `columns` (one per name, scalars)."""
         values = np.stack([fv.values for fv in columns])
         valid = np.stack([fv.valid for fv in columns])
-        _add_split(values, valid, split_ids, split, self.state, self.items, self.sizes)
+        scratch = np.empty(kll.STORE, np.float64)
+        _add_split(values, valid, split_ids, split, self.state, self.items, self.sizes, scratch)
 
     def feature(self, index: int) -> tuple[dict, kll.Quantiles]:
         """Feature `index`'s fields (FIELDS) and a copy of its sketch."""
