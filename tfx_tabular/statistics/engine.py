@@ -55,7 +55,7 @@ from tfx_bsl.sketches import QuantilesSketch
 
 from tfx_tabular.coders.encoding import FeatureValues
 from tfx_tabular.source.mapping import Feature, Kind
-from tfx_tabular.statistics import histograms
+from tfx_tabular.statistics import histograms, numeric
 from tfx_tabular.statistics import quantiles as kll
 from tfx_tabular.statistics.numeric import ScalarNumerics
 from tfx_tabular.statistics.sketches import DistinctCount, TopK, string_hash, string_table
@@ -673,10 +673,11 @@ def add_batch(
         for index, split in enumerate(splits):
             if rows[index]:
                 split.features[feature.name].add(batch, index)
-    for index, split in enumerate(splits):
-        for kind, columns in scalars.items():
+    for kind, columns in scalars.items():
+        stacked = numeric.stack(columns)
+        for index, split in enumerate(splits):
             if rows[index]:
-                split.scalar_blocks[kind].add(columns, split_ids, index)
+                split.scalar_blocks[kind].add(stacked, split_ids, index)
 
 
 @functools.cache

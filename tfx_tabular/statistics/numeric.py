@@ -95,6 +95,11 @@ def _add_split(values, valid, split_ids, split, state, items, sizes, scratch):
         kll.add(items[f], sizes[f], chosen[:size], scratch)
 
 
+def stack(columns: list[FeatureValues]) -> tuple[np.ndarray, np.ndarray]:
+    """Scalar columns of one kind as [feature, row] values and validity, once for every split."""
+    return np.stack([fv.values for fv in columns]), np.stack([fv.valid for fv in columns])
+
+
 class ScalarNumerics:
     """One split's scalar features of one numeric kind: `names`, their counts and moments
     (`state`, a row per FIELDS entry), and their sketches (`kll` arrays, a row per feature)."""
@@ -106,12 +111,10 @@ class ScalarNumerics:
         self.state[[6, 8]] = -np.inf
         self.items, self.sizes = kll.empty(len(names))
 
-    def add(self, columns: list[FeatureValues], split_ids: np.ndarray, split: int) -> None:
-        """Add the rows of `split` of `columns` (one per name, scalars)."""
-        values = np.stack([fv.values for fv in columns])
-        valid = np.stack([fv.valid for fv in columns])
+    def add(self, stacked: tuple[np.ndarray, np.ndarray], split_ids: np.ndarray, split: int):
+        """Add the rows of `split` of the columns `stacked` (`stack`: one per name)."""
         scratch = np.empty(kll.STORE, np.float64)
-        _add_split(values, valid, split_ids, split, self.state, self.items, self.sizes, scratch)
+        _add_split(*stacked, split_ids, split, self.state, self.items, self.sizes, scratch)
 
     def feature(self, index: int) -> tuple[dict, kll.Quantiles]:
         """Feature `index`'s fields (FIELDS) and a copy of its sketch."""
