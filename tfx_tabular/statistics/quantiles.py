@@ -28,10 +28,11 @@ K = 256
 MIN_WIDTH = 8
 MAX_LEVELS = 40  # 2**40 values per feature and split before the top level stops growing
 # Levels' total capacity is at most 3 K + MIN_WIDTH * MAX_LEVELS: compacted that far, a row
-# always has room for CHUNK more items. Values are added CHUNK at a time; a larger CHUNK
-# compacts less often but every numeric feature's store (per split and converting thread: a
-# wide table's statistics memory) grows with it.
-CHUNK = 256
+# always has room for CHUNK more items. Values are added CHUNK at a time: every numeric
+# feature's store (per split and converting thread: a wide table's statistics memory) grows with
+# it, but a smaller CHUNK compacts more often (256: a third less memory, a quarter more CPU per
+# value added).
+CHUNK = 1024
 STORE = 3 * K + MIN_WIDTH * MAX_LEVELS + CHUNK
 
 
