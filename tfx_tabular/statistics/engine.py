@@ -58,7 +58,13 @@ from tfx_tabular.source.mapping import Feature, Kind
 from tfx_tabular.statistics import histograms, numeric
 from tfx_tabular.statistics import quantiles as kll
 from tfx_tabular.statistics.numeric import ScalarNumerics
-from tfx_tabular.statistics.sketches import DistinctCount, TopK, string_hash, string_table
+from tfx_tabular.statistics.sketches import (
+    DistinctCount,
+    TopK,
+    binary_array,
+    string_hash,
+    string_table,
+)
 
 # tensorflow_data_validation.StatsOptions' defaults, as stock StatisticsGen runs it.
 NUM_TOP_VALUES = 20
@@ -286,9 +292,9 @@ class _BatchValues:
         """The values as an Arrow array (null slots: some dictionary value)."""
         fv = self.fv
         if fv.codes is None:
-            return _binary_array(fv.values[: fv.row_splits[-1] + 1], fv.data)
+            return binary_array(fv.values[: fv.row_splits[-1] + 1], fv.data)
         codes = np.clip(fv.codes[: fv.row_splits[-1]], 0, len(fv.values) - 2)
-        return _binary_array(fv.values, fv.data).take(pa.array(codes))
+        return binary_array(fv.values, fv.data).take(pa.array(codes))
 
     @_computed_once
     def string_table(self) -> _StringTable:
@@ -302,7 +308,7 @@ class _BatchValues:
             data = np.frombuffer(dictionary.buffers()[2] or b"", np.uint8)
             codes = encoded.indices.to_numpy()
         else:
-            dictionary = _binary_array(fv.values, fv.data)
+            dictionary = binary_array(fv.values, fv.data)
             offsets, data, codes = fv.values, fv.data, fv.codes[: fv.row_splits[-1]]
         counts = self._counts(codes, self.value_groups, 0, len(dictionary))
         return _StringTable(dictionary, offsets, *string_table(offsets, data, counts))
@@ -685,13 +691,6 @@ def _large_bytes_placeholder() -> tuple[np.ndarray, pa.Array]:
     """The hash and string array TopK counts strings over LARGE_STRING_THRESHOLD bytes as."""
     value = LARGE_BYTES_PLACEHOLDER.encode()
     return np.array([string_hash(value)], np.uint64), pa.array([value], pa.large_binary())
-
-
-def _binary_array(offsets: np.ndarray, data: np.ndarray) -> pa.Array:
-    """Strings at int64 `offsets` into `data` (not necessarily from 0), without a copy."""
-    return pa.Array.from_buffers(
-        pa.large_binary(), len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
-    )
 
 
 def _quantiles_and_counts(sketch, num_buckets: int):

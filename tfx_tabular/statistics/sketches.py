@@ -224,6 +224,13 @@ def _gather_strings(a_offsets, a_data, b_offsets, b_data, source):
     return offsets, data
 
 
+def binary_array(offsets: np.ndarray, data: np.ndarray) -> pa.Array:
+    """Strings at int64 `offsets` into `data` (not necessarily from 0), without a copy."""
+    return pa.Array.from_buffers(
+        pa.large_binary(), len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    )
+
+
 def _buffers(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """A large_binary array's offsets (its own slice of them) and bytes, without a copy."""
     _, offsets, data = strings.buffers()
@@ -257,9 +264,8 @@ class TopK:
         )
         # One compiled call over the buffers: a string column's batches call this per split,
         # and Arrow's concatenate-then-take was most of that call's time at thousands of columns.
-        offsets, data = _gather_strings(*_buffers(self.values), *_buffers(strings), source)
-        self.values = pa.Array.from_buffers(
-            pa.large_binary(), len(source), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+        self.values = binary_array(
+            *_gather_strings(*_buffers(self.values), *_buffers(strings), source)
         )
 
     def merge(self, other: TopK) -> None:
@@ -280,10 +286,8 @@ class TopK:
         top = cls(data["capacity"])
         top.hashes = _decode(data["hashes"], np.uint64)
         top.counts = _decode(data["counts"], np.int64)
-        offsets = pa.py_buffer(data["offsets"])
-        strings = pa.py_buffer(data["data"])
-        top.values = pa.Array.from_buffers(
-            pa.large_binary(), len(top.hashes), [None, offsets, strings]
+        top.values = binary_array(
+            np.frombuffer(data["offsets"], np.int64), np.frombuffer(data["data"], np.uint8)
         )
         return top
 
