@@ -164,7 +164,9 @@ def render(record: dict) -> Section:
             f"Criteo-shaped train split of the {record['rows']:,}-row dataset, uncompressed shards, "
             f"batch {record['batch']}, features parsed with the inferred schema's spec; each method in "
             f"its own process, median of {record['repeats']} interleaved runs of {record['batches']} "
-            f"batches after the first (slow methods: {record['slow_batches']}).",
+            f"batches after the first (slow methods: {record['slow_batches']}), taken inside a "
+            "`tf.function` as a training step takes them (Keras `fit`'s and TabularTrainer's "
+            "steps), so no batch is rebuilt as Python objects.",
             "",
             harness.table(["method", "examples/s", "vs TFXIO", "of raw bound", "spread"], rows),
             "",

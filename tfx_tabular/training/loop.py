@@ -1,8 +1,10 @@
 """Distributed training with an input-bound meter, checkpoint resume and a tf.Example serving export.
 
-A custom loop under a `tf.distribute` strategy rather than `Model.fit`: the time spent in
-`next(iterator)` is the time the accelerators wait for input, which `fit` cannot separate from
-compute. That fraction is logged per epoch to TensorBoard and the console, and returned.
+A custom loop under a `tf.distribute` strategy rather than `Model.fit`: the time a step waits
+for its batch is the time the accelerators wait for input, which `fit` cannot separate from
+compute. The step takes its batch from the iterator inside the compiled step (as `fit` does: a
+batch of ragged features never goes through Python) and times that wait in the graph. The
+fraction is logged per epoch to TensorBoard and the console, and returned.
 Checkpoints (model, optimizer, global step) go to the run folder; a restarted trainer restores the
 latest one and runs the remaining steps, so the total number of steps is the same.
 
@@ -232,12 +234,11 @@ def _restore_checkpoints(
     return manager
 
 
-def _step_functions(
-    strategy: tf.distribute.Strategy, t: _Trainable, global_batch: int, train_spec, eval_spec
-):
-    """The compiled train step (returns the summed loss and the batch's examples) and eval step,
-    over all replicas, for batches of the datasets' element specs (`train_spec`, `eval_spec`):
-    traced once, whatever the batch sizes (a file's last columnar record gives short batches)."""
+def _step_functions(strategy: tf.distribute.Strategy, t: _Trainable, global_batch: int, eval_spec):
+    """The compiled train step over all replicas, which takes its batch from the training
+    iterator and returns the summed loss, the batch's examples and the seconds it waited for
+    the batch; and the eval step, for batches of `eval_spec`. Each is traced once, whatever the
+    batch sizes (a file's last columnar record gives short batches)."""
 
     def replica_train(features, labels):
         with tf.GradientTape() as tape:
@@ -258,13 +259,19 @@ def _step_functions(
             if name != "loss":
                 metric.update_state(labels, predictions)
 
-    @tf.function(input_signature=[train_spec])
-    def train_step(batch):
+    @tf.function
+    def train_step(iterator):
+        started = tf.timestamp()
+        with tf.control_dependencies([started]):
+            batch = next(iterator)
+        with tf.control_dependencies(tf.nest.flatten(batch, expand_composites=True)):
+            waited = tf.timestamp() - started
         losses, examples = strategy.run(replica_train, args=batch)
         t.step.assign_add(1)
         return (
             strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None),
             strategy.reduce(tf.distribute.ReduceOp.SUM, examples, axis=None),
+            waited,
         )
 
     @tf.function(input_signature=[eval_spec])
@@ -307,23 +314,21 @@ class _Loop:
     def epoch(self, iterator, number: int, epoch_end: int) -> EpochStats:
         """Steps to `epoch_end`, timing the wait for input apart from the steps."""
         step = self.trainable.step
-        start, waiting, steps, loss = time.perf_counter(), 0.0, 0, tf.constant(0.0)
-        examples = tf.constant(0, tf.int64)
+        start, steps, loss = time.perf_counter(), 0, tf.constant(0.0)
+        examples, waited = tf.constant(0, tf.int64), tf.constant(0.0, tf.float64)
         reported = start
         while int(step.numpy()) < epoch_end:
-            fetch = time.perf_counter()
-            batch = next(iterator)
-            waiting += time.perf_counter() - fetch
-            loss, batch_examples = self.train_step(batch)
+            loss, batch_examples, batch_waited = self.train_step(iterator)
             examples += batch_examples
+            waited += batch_waited
             steps += 1
             if int(step.numpy()) % self.config.checkpoint_every == 0:
                 self.manager.save(checkpoint_number=step)
             if self.on_progress and time.perf_counter() - reported >= 1.0:
                 reported = time.perf_counter()
-                self._progress(examples, start, waiting, loss)
+                self._progress(examples, start, float(waited.numpy()), loss)
         loss_value = float(loss.numpy())  # waits for the last step
-        seconds = time.perf_counter() - start
+        seconds, waiting = time.perf_counter() - start, float(waited.numpy())
         return EpochStats(
             number,
             steps,
@@ -486,7 +491,7 @@ def train(
     train_data = inputs.dataset(train_files, training=True)
     eval_data = inputs.dataset(eval_files, training=False)
     train_step, eval_step = _step_functions(
-        strategy, trainable, config.batch_size, train_data.element_spec, eval_data.element_spec
+        strategy, trainable, config.batch_size, eval_data.element_spec
     )
     writers = _summary_writers(run)
     loop = _Loop(
