@@ -1,6 +1,6 @@
 """Trainer input pipelines, examples/s on the same TFRecords (batch 4096): ours
 (`tfx_tabular.input_fn` on the conversion's columnar batches, first epoch and cached epochs, and
-on its per-row tf.Examples) versus TFX's TFXIO
+on its per-row tf.Examples; first epochs also with the files evicted from the page cache) versus TFX's TFXIO
 (`fn_args.data_accessor.tf_dataset_factory`; default and with its record shuffle off), a
 stock-Trainer `run_fn`'s input under the stock Trainer and under TabularTrainer (the same
 `data_accessor` call), `make_batched_features_dataset`, per-record
@@ -81,11 +81,46 @@ def _measure(dataset, batches: int = BATCHES, warm_up: int = 1) -> dict:
     return {"examples_per_second": examples / seconds, "examples": examples}
 
 
+def _files_under(folder: str) -> list[str]:
+    return [os.path.join(root, name) for root, _, names in os.walk(folder) for name in names]
+
+
+def _evict_from_page_cache(folder: str) -> None:
+    """Drop `folder`'s files from the page cache (flushed first: the kernel keeps dirty pages),
+    so that their next reads come from the disk."""
+    for path in _files_under(folder):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def _read_into_page_cache(folder: str) -> None:
+    for path in _files_under(folder):
+        with open(path, "rb") as handle:
+            while handle.read(16 << 20):
+                pass
+
+
 def task_ours(
-    examples_dir: str, cached: bool = False, columnar: bool = True, batches: int = BATCHES
+    examples_dir: str,
+    cached: bool = False,
+    columnar: bool = True,
+    batches: int = BATCHES,
+    cold: bool = False,
 ) -> dict:
+    """`input_fn`'s first epoch (columnar batches or per row; `cold`: its files evicted from the
+    page cache first, and read back in after, for the methods measured next) or cached epochs."""
     from tfx_tabular import input_fn
 
+    if cold:
+        _evict_from_page_cache(examples_dir)
+        try:
+            return task_ours(examples_dir, columnar=columnar, batches=batches)
+        finally:
+            _read_into_page_cache(examples_dir)
     schema, files = _setup(examples_dir)
     if not cached:
         dataset = input_fn(files, schema, BATCH, num_epochs=None, columnar_batches=columnar)
@@ -244,6 +279,12 @@ def task_raw(examples_dir: str) -> dict:
 METHODS = [  # (label, task, input)
     ("ours: tfx_tabular.input_fn, columnar batches, first epoch", "task_ours", "examples"),
     ("ours: input_fn, per-row tf.Example, first epoch", "task_ours_per_row", "examples"),
+    ("ours: columnar batches, first epoch, page cache cold", "task_ours_cold", "examples"),
+    (
+        "ours: per-row tf.Example, first epoch, page cache cold",
+        "task_ours_per_row_cold",
+        "examples",
+    ),
     ("ours: cached epochs", "task_ours_cached", "examples"),
     ("TFXIO (TFX data_accessor.tf_dataset_factory)", "task_tfxio", "examples"),
     ("TFXIO, shuffle off", "task_tfxio_unshuffled", "examples"),
@@ -262,6 +303,14 @@ def task_ours_cached(examples_dir: str) -> dict:
 
 def task_ours_per_row(examples_dir: str) -> dict:
     return task_ours(examples_dir, columnar=False)
+
+
+def task_ours_cold(examples_dir: str) -> dict:
+    return task_ours(examples_dir, cold=True)
+
+
+def task_ours_per_row_cold(examples_dir: str) -> dict:
+    return task_ours(examples_dir, columnar=False, cold=True)
 
 
 def task_train(examples_dir: str, columnar: bool) -> dict:

@@ -8,12 +8,16 @@ from benchmarks.harness import Section, Summary, Target
 COLORS = {
     "task_ours": "tab:green",
     "task_ours_per_row": "tab:olive",
+    "task_ours_cold": "tab:green",
+    "task_ours_per_row_cold": "tab:olive",
     "task_ours_cached": "tab:green",
     "task_raw": "tab:blue",
 }
 SHORT = {
     "task_ours": "ours, columnar batches",
     "task_ours_per_row": "ours, per-row tf.Example",
+    "task_ours_cold": "ours, columnar, cache cold",
+    "task_ours_per_row_cold": "ours, per row, cache cold",
     "task_ours_cached": "ours, cached",
 }
 
@@ -40,23 +44,30 @@ def _comparison_notes(eps: dict) -> list[str]:
 
 
 def _columnar_targets(ours: float, eps: dict) -> list[Target]:
-    """Issue 27's targets for the columnar batches, where the results have the per-row path."""
+    """Issue 27's targets for the columnar batches, where the results have the per-row path
+    (and, where measured, with the page cache cold)."""
     if "task_ours_per_row" not in eps:
         return []
-    per_row = eps["task_ours_per_row"]
+    pairs = [("", ours, eps["task_ours_per_row"])]
+    if "task_ours_cold" in eps:
+        pairs.append((", page cache cold", eps["task_ours_cold"], eps["task_ours_per_row_cold"]))
     return [
-        Target(
-            "input_fn first epoch, columnar batches",
-            "≥ 1.5M ex/s",
-            harness.rate(ours),
-            ours >= 1.5e6,
-        ),
-        Target(
-            "columnar vs per-row, first epoch",
-            "≥ 6x",
-            harness.ratio(ours / per_row),
-            ours >= 6 * per_row,
-        ),
+        target
+        for cache, columnar, per_row in pairs
+        for target in (
+            Target(
+                f"input_fn first epoch, columnar batches{cache}",
+                "≥ 1.5M ex/s",
+                harness.rate(columnar),
+                columnar >= 1.5e6,
+            ),
+            Target(
+                f"columnar vs per-row, first epoch{cache}",
+                "≥ 6x",
+                harness.ratio(columnar / per_row),
+                columnar >= 6 * per_row,
+            ),
+        )
     ]
 
 
