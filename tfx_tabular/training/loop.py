@@ -312,20 +312,18 @@ class _Loop:
         )
 
     def epoch(self, iterator, number: int, epoch_end: int) -> EpochStats:
-        """Steps to `epoch_end`, timing the wait for input apart from the steps. The global
-        step is counted here too, so that the loop never waits for a step to finish before
-        dispatching the next (reading the step variable would)."""
-        first_step = int(self.trainable.step.numpy())
+        """Steps to `epoch_end`, timing the wait for input apart from the steps."""
+        step = self.trainable.step
         start, steps, loss = time.perf_counter(), 0, tf.constant(0.0)
         examples, waited = tf.constant(0, tf.int64), tf.constant(0.0, tf.float64)
         reported = start
-        while first_step + steps < epoch_end:
+        while int(step.numpy()) < epoch_end:
             loss, batch_examples, batch_waited = self.train_step(iterator)
             examples += batch_examples
             waited += batch_waited
             steps += 1
-            if (first_step + steps) % self.config.checkpoint_every == 0:
-                self.manager.save(checkpoint_number=first_step + steps)
+            if int(step.numpy()) % self.config.checkpoint_every == 0:
+                self.manager.save(checkpoint_number=step)
             if self.on_progress and time.perf_counter() - reported >= 1.0:
                 reported = time.perf_counter()
                 self._progress(examples, start, float(waited.numpy()), loss)
