@@ -159,6 +159,55 @@ def test_mirrored_strategy_over_two_logical_cpus(examples, tmp_path):
     assert (tmp_path / "run-model" / "saved_model.pb").exists()
 
 
+def test_the_train_step_is_traced_once_whatever_the_columnar_batch_sizes(
+    examples, tmp_path, monkeypatch
+):
+    """The train step takes its batches from the iterator inside its compiled function: traced
+    at its first call only, although each file's last columnar slice gives a shorter batch."""
+    from tfx_tabular import schemas
+    from tfx_tabular.training import loop
+    from tfx_tabular.training.config import TrainingConfig
+
+    out, schema_path = examples
+    built, traces = [], []
+
+    def step_functions(*args):
+        built.append(real(*args))
+        return built[-1]
+
+    real = loop._step_functions
+    monkeypatch.setattr(loop, "_step_functions", step_functions)
+    train = sorted(tf.io.gfile.glob(os.path.join(out, "Split-train", "*")))
+    shapes = {
+        int(labels.shape[0]) for _, labels in input_fn(train, schema_path, 512, training=False)
+    }
+    assert len(shapes) > 1, shapes  # full and short batches
+    config = TrainingConfig(
+        label="label",
+        batch_size=512,
+        steps_per_epoch=len(train) * 3,  # more than an epoch of the data: every batch size
+        epochs=2,
+        learning_rate=1e-3,
+        eval_steps=1,
+        mixed_precision=False,
+    )
+    eval_files = sorted(tf.io.gfile.glob(os.path.join(out, "Split-eval", "*")))
+    result = loop.train(
+        train,
+        eval_files,
+        schemas.load_schema(_worker_schema(schema_path)),
+        str(tmp_path),
+        None,
+        config,
+        on_epoch=lambda _: traces.append(built[0][0].experimental_get_tracing_count()),
+    )
+    assert result.total_steps == 2 * config.steps_per_epoch
+    # Two traces, both at the first call, as for a one-step run: the first creates the
+    # optimizer's variables, so tf.function traces the step again without creating them.
+    assert traces == [2, 2]
+    assert all(0 <= epoch.input_wait_fraction < 1 for epoch in result.epochs)
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

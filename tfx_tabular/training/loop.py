@@ -1,10 +1,12 @@
 """Distributed training with an input-bound meter, checkpoint resume and a tf.Example serving export.
 
 A custom loop under a `tf.distribute` strategy rather than `Model.fit`: the time a step waits
-for its batch is the time the accelerators wait for input, which `fit` cannot separate from
-compute. The step takes its batch from the iterator inside the compiled step (as `fit` does: a
-batch of ragged features never goes through Python) and times that wait in the graph. The
-fraction is logged per epoch to TensorBoard and the console, and returned.
+for its batch is the time the accelerators wait for input, which `fit` does not report. The
+train step takes its batch from the iterator inside the compiled step (as `fit`'s does: a
+training batch of ragged features never goes through Python) and times that wait in the graph;
+the loop waits for each step to finish (it reads the global step), so one step's wait never
+overlaps the last one's compute. The fraction is logged per epoch to TensorBoard and the
+console, and returned.
 Checkpoints (model, optimizer, global step) go to the run folder; a restarted trainer restores the
 latest one and runs the remaining steps, so the total number of steps is the same.
 
@@ -433,6 +435,8 @@ class _Inputs:
     step: tf.Variable
 
     def dataset(self, files, *, training: bool):
+        # The training dataset repeats without end (input_fn's default `num_epochs`): the train
+        # step's fetch then never synchronizes workers over the end of the data.
         # Seeded by the global step: a resumed run does not replay the first epoch's order.
         seed = self.config.seed + int(self.step.numpy())
 
