@@ -23,7 +23,8 @@ def split_statistics(table: pa.Table, batch_rows: int, parts: int = 1):
     accumulators = [statistics.SplitStatistics(features) for _ in range(parts)]
     for batch in table.to_batches(max_chunksize=batch_rows):
         columns = encoding.feature_columns(batch, features)
-        statistics.add_batch(accumulators, columns, np.arange(batch.num_rows) % parts)
+        pooled = encoding.PooledColumns(columns)
+        statistics.add_batch(accumulators, columns, pooled, np.arange(batch.num_rows) % parts)
     merged = statistics.SplitStatistics()
     for accumulator in accumulators:
         merged.merge(statistics.SplitStatistics.from_bytes(accumulator.to_bytes()))  # as shipped

@@ -306,7 +306,7 @@ class ConvertShard(beam.DoFn):
                 split_ids = self._write_batch(writers, rows, batch, pooled, info.relative, step)
                 batches.add(pooled, split_ids)
                 if split_statistics is not None:
-                    statistics.add_batch(split_statistics, columns, split_ids)
+                    statistics.add_batch(split_statistics, columns, pooled, split_ids)
                 progress.add(len(split_ids))
                 # Freed before the next batch is read and decoded, not when it replaces them:
                 # a wide table's batch arrays held twice made a converting thread's peak.

@@ -43,7 +43,7 @@ import json
 import math
 import os
 import struct
-from typing import Iterable, Optional, Sequence
+from typing import Optional, Sequence
 
 import numba
 import numpy as np
@@ -53,7 +53,7 @@ from tensorflow_metadata.proto.v0 import statistics_pb2
 from tfx_bsl.arrow import array_util
 from tfx_bsl.sketches import QuantilesSketch
 
-from tfx_tabular.coders.encoding import FeatureValues
+from tfx_tabular.coders.encoding import FeatureValues, PooledColumns
 from tfx_tabular.source.mapping import Feature, Kind
 from tfx_tabular.statistics import histograms, numeric
 from tfx_tabular.statistics import quantiles as kll
@@ -657,33 +657,33 @@ def _scalar_statistics(kind: Kind, fields: dict, sketch: kll.Quantiles) -> Featu
 
 def add_batch(
     splits: Sequence[SplitStatistics],
-    values: Iterable[tuple[Feature, FeatureValues]],
+    values: Sequence[tuple[Feature, FeatureValues]],
+    pooled: PooledColumns,
     split_ids: np.ndarray,
 ) -> None:
-    """Add a batch's encoded features (`encoding.feature_columns`), row r to
-    `splits[split_ids[r]]`. `values` may be a generator: one feature at a time is held, but
-    for the scalar numeric ones (each split's blocks take them together)."""
+    """Add a batch's encoded features (`encoding.feature_columns`, and `pooled` from them: the
+    scalar numeric ones are read there), row r to `splits[split_ids[r]]`."""
     split_rows = np.bincount(split_ids, minlength=len(splits))
     rows = split_rows.tolist()
     for split, count in zip(splits, rows, strict=True):
         split.num_examples += count
     blocks = splits[0].scalar_blocks if splits else {}
     slots = {name: (kind, i) for kind, b in blocks.items() for i, name in enumerate(b.names)}
-    scalars = {kind: [None] * len(b.names) for kind, b in blocks.items()}
-    for feature, fv in values:
+    positions = {kind: np.zeros(len(b.names), np.int64) for kind, b in blocks.items()}
+    for position, (feature, fv) in enumerate(values):
         if feature.name in slots:
             kind, index = slots[feature.name]
-            scalars[kind][index] = fv
+            positions[kind][index] = position
             continue
         batch = _BatchValues(fv, feature.list_depth == 0, split_ids, split_rows)
         for index, split in enumerate(splits):
             if rows[index]:
                 split.features[feature.name].add(batch, index)
-    for kind, columns in scalars.items():
-        stacked = numeric.stack(columns)
+    for kind, at in positions.items():
+        columns = numeric.pooled_columns(pooled, kind, at)
         for index, split in enumerate(splits):
             if rows[index]:
-                split.scalar_blocks[kind].add(stacked, split_ids, index)
+                split.scalar_blocks[kind].add(columns, split_ids, index)
 
 
 @functools.cache

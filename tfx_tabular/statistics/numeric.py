@@ -3,8 +3,9 @@ call per batch and split updates every feature's counts, moments and quantiles s
 
 Per feature and batch, the general path (`engine.FeatureStatistics.add`) costs a few Python
 calls and numpy operations; at thousands of columns and batches of a thousand rows that overhead,
-not the values, was the statistics' cost. Here a batch's features are stacked into one
-[feature, row] array (a scalar feature has one slot per row, a null row's slot unused).
+not the values, was the statistics' cost. Here the kernel reads a batch's features where the
+encoder pooled them (`encoding.PooledColumns`: a scalar feature's values are one slot per row,
+end to end in its kind's pool, a null row's slot unused), with no copy of its own.
 
 numba caches each kernel by its own file: after changing `quantiles`' kernels or constants,
 change this file too (its kernel inlines them), or clear its cache.
@@ -15,7 +16,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from tfx_tabular.coders.encoding import FeatureValues
+from tfx_tabular.coders.encoding import PooledColumns
+from tfx_tabular.source.mapping import Kind
 from tfx_tabular.statistics import quantiles as kll
 
 # The fields of `ScalarNumerics.state`, as `engine.FeatureStatistics` names them.
@@ -57,19 +59,21 @@ def _moments(values, count, mean, m2):
 
 
 @numba.njit(cache=True, nogil=True)
-def _add_split(values, valid, split_ids, split, state, items, sizes, scratch):
-    """Add the rows of `split` of every feature (rows of `values`, `valid`) to `state` (a row
-    per FIELDS entry) and each feature's sketch (`scratch`: kll.STORE items)."""
-    chosen = np.empty(values.shape[1], np.float64)
-    for f in range(values.shape[0]):
+def _add_split(pool, starts, valid, rows_of, split_ids, split, state, items, sizes, scratch):
+    """Add the rows of `split` of every feature f (its row r: pool[starts[f] + r], present if
+    valid[rows_of[f], r]) to `state` (a row per FIELDS entry) and each feature's sketch
+    (`scratch`: kll.STORE items)."""
+    chosen = np.empty(valid.shape[1], np.float64)
+    for f in range(len(starts)):
         size = present = nan = pos_inf = zeros = 0
         low = finite_low = np.inf
         high = finite_high = -np.inf
-        for r in range(values.shape[1]):
-            if not valid[f, r] or split_ids[r] != split:
+        start, row = starts[f], rows_of[f]
+        for r in range(valid.shape[1]):
+            if not valid[row, r] or split_ids[r] != split:
                 continue
             present += 1
-            x = float(values[f, r])
+            x = float(pool[start + r])
             if np.isnan(x):
                 nan += 1
                 continue
@@ -95,9 +99,13 @@ def _add_split(values, valid, split_ids, split, state, items, sizes, scratch):
         kll.add(items[f], sizes[f], chosen[:size], scratch)
 
 
-def stack(columns: list[FeatureValues]) -> tuple[np.ndarray, np.ndarray]:
-    """Scalar columns of one kind as [feature, row] values and validity, once for every split."""
-    return np.stack([fv.values for fv in columns]), np.stack([fv.valid for fv in columns])
+def pooled_columns(pooled: PooledColumns, kind: Kind, positions: np.ndarray) -> tuple:
+    """The scalar columns of `kind` at `positions` of a batch's `pooled` features, as
+    `ScalarNumerics.add` reads them: (kind's pool, each one's first slot there, the batch's
+    validity, positions)."""
+    pool = pooled.pools[0] if kind == Kind.INT else pooled.pools[1]
+    starts = np.ascontiguousarray(pooled.splits[positions, 0])
+    return pool, starts, pooled.valid, positions
 
 
 class ScalarNumerics:
@@ -111,10 +119,10 @@ class ScalarNumerics:
         self.state[[6, 8]] = -np.inf
         self.items, self.sizes = kll.empty(len(names))
 
-    def add(self, stacked: tuple[np.ndarray, np.ndarray], split_ids: np.ndarray, split: int):
-        """Add the rows of `split` of the columns `stacked` (`stack`: one per name)."""
+    def add(self, columns: tuple, split_ids: np.ndarray, split: int):
+        """Add the rows of `split` of `columns` (`pooled_columns`: one per name)."""
         scratch = np.empty(kll.STORE, np.float64)
-        _add_split(*stacked, split_ids, split, self.state, self.items, self.sizes, scratch)
+        _add_split(*columns, split_ids, split, self.state, self.items, self.sizes, scratch)
 
     def feature(self, index: int) -> tuple[dict, kll.Quantiles]:
         """Feature `index`'s fields (FIELDS) and a copy of its sketch."""
