@@ -239,8 +239,8 @@ def _restore_checkpoints(
 def _step_functions(strategy: tf.distribute.Strategy, t: _Trainable, global_batch: int, eval_spec):
     """The compiled train step over all replicas, which takes its batch from the training
     iterator and returns the summed loss, the batch's examples and the seconds it waited for
-    the batch; and the eval step, for batches of `eval_spec`. Each is traced once, whatever the
-    batch sizes (a file's last columnar record gives short batches)."""
+    the batch; and the eval step, for batches of `eval_spec`. Neither is traced again for another
+    batch size (a file's last columnar record gives short batches)."""
 
     def replica_train(features, labels):
         with tf.GradientTape() as tape:
