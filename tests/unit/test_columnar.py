@@ -124,7 +124,17 @@ def _by_key(tensor, keys: list[int]) -> list:
 
 @pytest.mark.parametrize(
     "batch_rows, pieces, batch_size, slice_rows",
-    [(8, 3, 8, 512), (16, 1, 32, 512), (100, 4, 50, 25), (1, 2, 3, 512), (10, 2, 6, 3)],
+    [
+        (8, 3, 8, 512),
+        (16, 1, 32, 512),
+        (100, 4, 50, 25),
+        (1, 2, 3, 512),
+        (10, 2, 6, 3),
+        # Batches of more records' slices than one parse takes: parses of 2 records joined by
+        # 17, of 12 records by 3.
+        (1, 1, 34, 1),
+        (2, 3, 36, 1),
+    ],
 )
 def test_columnar_batches_read_as_the_per_row_records_parse(
     data, batch_rows, pieces, batch_size, slice_rows
@@ -167,6 +177,37 @@ def test_sliced_batches_mix_records_and_hold_every_row_once_with_its_own_values(
         assert _as_lists(got["nested"]) == [expected[k] for k in keys]
         seen += keys
     assert sorted(seen) == list(range(ROWS)) and seen != sorted(seen)
+
+
+@pytest.mark.parametrize(
+    "batch_records, per_parse", [(8, 8), (16, 16), (128, 16), (36, 12), (34, 2), (17, 1)]
+)
+def test_a_parse_takes_the_largest_share_of_a_batchs_records_up_to_parse_records(
+    batch_records, per_parse
+):
+    assert reader.PARSE_RECORDS == 16
+    assert reader._records_per_parse(batch_records) == per_parse
+
+
+def test_a_batch_of_more_records_than_one_parse_takes_joins_several_shuffled_parses(data):
+    """Training with batches of more than PARSE_RECORDS records' slices: each batch is whole
+    parses of different groups of records, every row once, in batches of the size asked."""
+    batch, features, schema, per_row = data
+    records, layout = _records(batch, features, 2, 1, slice_rows=1)
+    batch_size = 2 * reader.PARSE_RECORDS + 2  # parses of 2 records, joined by PARSE_RECORDS + 1
+    parser = reader.SliceParser(layout, feature_spec(schema))
+    dataset = reader.batches(
+        tf.data.Dataset.from_tensor_slices(records), parser, batch_size, True, 1, False
+    )
+    expected = _as_lists(per_row["nested"])
+    seen, sizes = [], []
+    for got in dataset:
+        keys = _keys(got)
+        assert _as_lists(got["nested"]) == [expected[k] for k in keys]
+        seen += keys
+        sizes.append(len(keys))
+    assert sorted(seen) == list(range(ROWS)) and seen != sorted(seen)
+    assert sizes[0] == batch_size and sum(sizes) == ROWS
 
 
 def test_var_len_features_come_as_sparse_tensors_as_parse_example_gives_them(data):

@@ -1,7 +1,8 @@
 """Reading columnar batches (`tfx_tabular.coders.columnar`) into the tensors the per-row parse
 gives: a batch of `batch_size` rows (a multiple of the layout's slice rows) is slice s of
 `batch_size / slice_rows` records, parsed in one `parse_example` call, their rows concatenated
-with no copy after the parse. Training shuffles the records and the (records, slice) pairs;
+with no copy after the parse; a batch of more than PARSE_RECORDS records' slices (a GPU's) joins
+several such parses. Training shuffles the records and the (records, slice) pairs;
 otherwise the records come in file order and each group's slices in order, so every row is read
 once, in a fixed order (not the per-row records' order). Other batch sizes read the per-row
 records (see `input_fn`).
@@ -24,8 +25,12 @@ from tfx_tabular.coders import columnar
 from tfx_tabular.source.mapping import Kind
 
 _DTYPES = {Kind.INT: tf.int64, Kind.FLOAT: tf.float32, Kind.BYTES: tf.string}
-# (records, slice) pairs shuffled before parsing, in `_sliced_batches`: a few chunks' worth.
+# (records, slice) pairs shuffled before parsing, in `batches`: a few groups' worth.
 SLICE_SHUFFLE = 64
+# Records parsed together at most (8,192 rows of 512-row slices): a group is held until each
+# of its slices is parsed, and the groups of a GPU-sized batch's records (a hundred and more)
+# held in the shuffle took gigabytes and read slower than batches joined from smaller parses.
+PARSE_RECORDS = 16
 _SPLIT_FOLDER = re.compile(r"^(?P<uri>.*?)/?Split-(?P<split>[^/]+)$")
 
 
@@ -207,6 +212,17 @@ def readable_batches(layout: columnar.ColumnarLayout, batch_size: int) -> bool:
     return batch_size % layout.slice_rows == 0
 
 
+def _records_per_parse(batch_records: int) -> int:
+    """Records parsed together for a batch of `batch_records` records' slices: the largest divisor
+    of it not over PARSE_RECORDS."""
+    return max(d for d in range(1, min(batch_records, PARSE_RECORDS) + 1) if batch_records % d == 0)
+
+
+def _merged(rows: dict) -> dict:
+    """Batched parses' rows ([parses, rows, ...]) as one batch's rows."""
+    return {name: ragged.merge_dims(0, 1) for name, ragged in rows.items()}
+
+
 def batches(
     records: tf.data.Dataset,
     parser: SliceParser,
@@ -216,20 +232,31 @@ def batches(
     ordered: bool,
 ) -> tf.data.Dataset:
     """Columnar records → batches of `batch_size` rows (a multiple of the slice rows) of the
-    spec's tensors: slice s of `batch_size / slice_rows` records parsed at once is a batch,
-    mixing those records' rows with no copy. With `shuffle`, the (records, slice) pairs are
-    shuffled so that consecutive batches come from different records. A group holding a file's
-    last, shorter record gives shorter batches; no row is dropped."""
-    count = batch_size // parser.slice_rows
+    spec's tensors: slice s of a group of records parsed at once gives their rows with no copy;
+    a batch is one such parse, or (batches of more than PARSE_RECORDS records' slices) several
+    parses of different groups joined (one copy). With `shuffle`, the (records, slice) pairs are
+    shuffled so that consecutive parses come from different records. A group holding a file's
+    last, shorter record gives shorter parses; no row is dropped."""
+    batch_records = batch_size // parser.slice_rows
+    count = _records_per_parse(batch_records)
+    joined = batch_records // count
     pairs = records.batch(count).flat_map(
         lambda serialized: tf.data.Dataset.range(parser.slices).map(lambda s: (serialized, s))
     )
     if shuffle:
         pairs = pairs.shuffle(SLICE_SHUFFLE, seed=seed, reshuffle_each_iteration=True)
-    parsed = pairs.map(
-        lambda serialized, s: parser.tensors(parser.slice_rows_of(serialized, s)),
+
+    def parse(serialized, s):
+        rows = parser.slice_rows_of(serialized, s)
+        return rows if joined > 1 else parser.tensors(rows)
+
+    parsed = pairs.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=ordered)
+    # A file's last record may hold fewer slices: their parses are empty.
+    parsed = parsed.filter(lambda t: _rows_of(t) > 0)
+    if joined == 1:
+        return parsed
+    return parsed.batch(joined).map(
+        lambda rows: parser.tensors(_merged(rows)),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=ordered,
     )
-    # A file's last record may hold fewer slices: their batches are empty.
-    return parsed.filter(lambda t: _rows_of(t) > 0)
