@@ -1,6 +1,7 @@
 """Trainer input pipelines, examples/s on the same TFRecords (batch 4096): ours
 (`tfx_tabular.input_fn` on the conversion's columnar batches, first epoch and cached epochs, and
-on its per-row tf.Examples; first epochs also with the page cache cold) versus TFX's TFXIO
+on its per-row tf.Examples; first epochs also with the page cache cold, and in batches of a
+GPU's size) versus TFX's TFXIO
 (`fn_args.data_accessor.tf_dataset_factory`; default and with its record shuffle off), a
 stock-Trainer `run_fn`'s input under the stock Trainer and under TabularTrainer (the same
 `data_accessor` call), `make_batched_features_dataset`, per-record
@@ -20,6 +21,10 @@ from benchmarks.harness import Context
 BATCH = 4096
 BATCHES = 150  # measured batches per method, after the first (start-up) batch
 SLOW_BATCHES = 20  # for the per-record methods, too slow for BATCHES
+# A GPU's batch: NVIDIA's DLRM (TensorFlow 2) trains on one A100 with batches of 65,536, its
+# Wide & Deep with 131,072.
+GPU_BATCH = 65_536
+GPU_BATCHES = 20
 # Training the reference model: steps per epoch; the second epoch is measured (the first traces).
 TRAIN_STEPS = 30
 LARGE_SCALE = 10  # peak RSS of ours also on 10x the main dataset
@@ -104,13 +109,17 @@ def _read_into_page_cache(folder: str) -> None:
 
 
 def task_ours(
-    examples_dir: str, cached: bool = False, columnar: bool = True, batches: int = BATCHES
+    examples_dir: str,
+    cached: bool = False,
+    columnar: bool = True,
+    batches: int = BATCHES,
+    batch_size: int = BATCH,
 ) -> dict:
     from tfx_tabular import input_fn
 
     schema, files = _setup(examples_dir)
     if not cached:
-        dataset = input_fn(files, schema, BATCH, num_epochs=None, columnar_batches=columnar)
+        dataset = input_fn(files, schema, batch_size, num_epochs=None, columnar_batches=columnar)
         return _measure(dataset, batches)
     dataset = input_fn(files, schema, BATCH, num_epochs=None, cache="memory")
     return _measure(dataset, BATCHES, warm_up=_train_rows(examples_dir) // BATCH)
@@ -296,6 +305,14 @@ def task_ours_per_row(examples_dir: str) -> dict:
     return task_ours(examples_dir, columnar=False)
 
 
+def task_ours_gpu_batch(examples_dir: str, columnar: bool = True) -> dict:
+    return task_ours(examples_dir, columnar=columnar, batches=GPU_BATCHES, batch_size=GPU_BATCH)
+
+
+def task_ours_per_row_gpu_batch(examples_dir: str) -> dict:
+    return task_ours_gpu_batch(examples_dir, columnar=False)
+
+
 def task_ours_cold(examples_dir: str, columnar: bool = True) -> dict:
     """`input_fn`'s first epoch with the examples' files evicted from the page cache first (and
     read back in after, for the methods measured next); one epoch only, at most its batches but
@@ -352,33 +369,35 @@ def task_train_per_row(examples_dir: str) -> dict:
     return task_train(examples_dir, columnar=False)
 
 
+GPU_BATCH_METHODS = [  # (label, task), on the LARGE_SCALE data: a batch is a small share of it
+    (f"ours: input_fn, columnar batches, batch {GPU_BATCH:,}", "task_ours_gpu_batch"),
+    (f"ours: input_fn, per-row tf.Example, batch {GPU_BATCH:,}", "task_ours_per_row_gpu_batch"),
+]
+
 TRAINING = [  # (label, task)
     ("reference model, columnar batches", "task_train_columnar"),
     ("reference model, per-row tf.Example", "task_train_per_row"),
 ]
 
 
-def _training(ctx: Context, examples: str) -> dict:
-    """TRAINING's tasks, interleaved over the repeats: task → {"label", "samples"}."""
-    training = {task: {"label": label, "samples": []} for label, task in TRAINING}
+def _interleaved(ctx: Context, methods: list, shown, **params) -> dict:
+    """`methods` ((label, task) pairs) run in turn, `ctx.repeats` times, so that drift in the
+    machine's speed hits each alike: task → {"label", "samples"}."""
+    results = {task: {"label": label, "samples": []} for label, task in methods}
     for repeat in range(ctx.repeats):
-        for label, task in TRAINING:
+        for label, task in methods:
             run = harness.run_task(
-                ctx, f"input-{task}-{repeat}", f"input_pipeline:{task}", examples_dir=examples
+                ctx, f"input-{task}-{repeat}", f"input_pipeline:{task}", **params
             )
-            training[task]["samples"].append(harness.sample(run))
-            print(
-                f"  {label} {repeat + 1}/{ctx.repeats}: "
-                f"{run.result['steps_per_second']:.2f} steps/s, "
-                f"input wait {run.result['input_wait_fraction']:.0%}",
-                flush=True,
-            )
-    return training
+            results[task]["samples"].append(harness.sample(run))
+            print(f"  {label} {repeat + 1}/{ctx.repeats}: {shown(run.result)}", flush=True)
+    return results
 
 
-def _memory_runs(ctx: Context, examples: str) -> dict:
-    """Ours (columnar batches, MEMORY_BATCHES each) on the main rows and on LARGE_SCALE times
-    them: whether its peak RSS grows with the data."""
+def _large_runs(ctx: Context, examples: str) -> tuple[dict, dict]:
+    """On LARGE_SCALE times the main rows: ours' peak RSS (columnar batches, MEMORY_BATCHES each,
+    beside the main rows: whether it grows with the data), and GPU-sized batches, of which the
+    main data holds too few for an epoch not to end every few batches."""
     large_rows = LARGE_SCALE * ctx.rows
     large_examples = ctx.path("input", "examples-large")
     harness.run_task(
@@ -398,8 +417,20 @@ def _memory_runs(ctx: Context, examples: str) -> dict:
             batches=MEMORY_BATCHES,
         )
         samples[str(rows)] = harness.sample(run)
+    gpu_batch = _interleaved(
+        ctx,
+        GPU_BATCH_METHODS,
+        lambda r: f"{r['examples_per_second']:,.0f} ex/s",
+        examples_dir=large_examples,
+    )
     shutil.rmtree(large_examples, ignore_errors=True)
-    return {"batches": MEMORY_BATCHES, "rows": [ctx.rows, large_rows], "samples": samples}
+    memory = {"batches": MEMORY_BATCHES, "rows": [ctx.rows, large_rows], "samples": samples}
+    return memory, {
+        "batch": GPU_BATCH,
+        "batches": GPU_BATCHES,
+        "rows": large_rows,
+        "methods": gpu_batch,
+    }
 
 
 def run(ctx: Context) -> dict:
@@ -422,6 +453,13 @@ def run(ctx: Context) -> dict:
                 f"{run.result['examples_per_second']:,.0f} ex/s",
                 flush=True,
             )
+    memory, gpu_batch = _large_runs(ctx, examples)
+    training = _interleaved(
+        ctx,
+        TRAINING,
+        lambda r: f"{r['steps_per_second']:.2f} steps/s, input wait {r['input_wait_fraction']:.0%}",
+        examples_dir=examples,
+    )
     return {
         "rows": ctx.rows,
         "repeats": ctx.repeats,
@@ -429,7 +467,8 @@ def run(ctx: Context) -> dict:
         "batches": BATCHES,
         "slow_batches": SLOW_BATCHES,
         "methods": methods,
-        "memory": _memory_runs(ctx, examples),
+        "memory": memory,
+        "gpu_batch": gpu_batch,
         "train_steps": TRAIN_STEPS,
-        "training": _training(ctx, examples),
+        "training": training,
     }

@@ -11,6 +11,8 @@ COLORS = {
     "task_ours_cold": "tab:cyan",
     "task_ours_per_row_cold": "tab:brown",
     "task_ours_cached": "tab:green",
+    "task_ours_gpu_batch": "tab:green",
+    "task_ours_per_row_gpu_batch": "tab:olive",
     "task_raw": "tab:blue",
 }
 SHORT = {
@@ -75,6 +77,70 @@ def _columnar_targets(ours: float, eps: dict) -> list[Target]:
                 columnar >= 6 * per_row,
             ),
         )
+    ]
+
+
+def _gpu_batch_medians(record: dict) -> dict:
+    """Task → median examples/s of the GPU-sized batches, if measured."""
+    methods = record.get("gpu_batch", {}).get("methods", {})
+    return {
+        task: harness.median([s["examples_per_second"] for s in m["samples"]])
+        for task, m in methods.items()
+    }
+
+
+# Each GPU-sized batch method, and the same method at the section's batch.
+AT_SECTION_BATCH = {
+    "task_ours_gpu_batch": "task_ours",
+    "task_ours_per_row_gpu_batch": "task_ours_per_row",
+}
+
+
+def _gpu_batch_text(record: dict, gpu_eps: dict, eps: dict) -> list[str]:
+    if not gpu_eps:
+        return []
+    gpu = record["gpu_batch"]
+    rows = [
+        [
+            gpu["methods"][task]["label"],
+            harness.rate(rate),
+            harness.ratio(rate / eps[AT_SECTION_BATCH[task]]),
+            harness.mib(harness.median([s["peak_rss"] for s in gpu["methods"][task]["samples"]])),
+        ]
+        for task, rate in gpu_eps.items()
+    ]
+    columnar, per_row = gpu_eps["task_ours_gpu_batch"], gpu_eps["task_ours_per_row_gpu_batch"]
+    return [
+        "",
+        f"In batches of {gpu['batch']:,} rows (a GPU's: NVIDIA's DLRM trains on one A100 with "
+        f"65,536, its Wide & Deep with 131,072), on the {gpu['rows']:,}-row dataset's train "
+        f"split so that an epoch holds many batches; {gpu['batches']} batches after the first, "
+        f"same method: columnar {harness.ratio(columnar / per_row)} per row. Peak RSS is the "
+        "process's, with tf.data's buffers of batches this size.",
+        "",
+        harness.table(["method", "examples/s", f"vs batch {record['batch']:,}", "peak RSS"], rows),
+    ]
+
+
+def _gpu_batch_targets(record: dict, eps: dict) -> list[Target]:
+    """Issue 27's two targets again, for batches of a GPU's size."""
+    if not eps:
+        return []
+    columnar, per_row = eps["task_ours_gpu_batch"], eps["task_ours_per_row_gpu_batch"]
+    batch = f"batch {record['gpu_batch']['batch']:,}"
+    return [
+        Target(
+            f"input_fn, columnar batches, {batch}",
+            "≥ 1.5M ex/s",
+            harness.rate(columnar),
+            columnar >= 1.5e6,
+        ),
+        Target(
+            f"columnar vs per-row, {batch}",
+            "≥ 6x",
+            harness.ratio(columnar / per_row),
+            columnar >= 6 * per_row,
+        ),
     ]
 
 
@@ -163,6 +229,7 @@ def render(record: dict) -> Section:
         eps[t] for t in ("task_ours", "task_ours_cached", "task_tfxio", "task_raw")
     )
     per_row = eps.get("task_ours_per_row", ours)  # older results: ours was per row
+    gpu_eps = _gpu_batch_medians(record)
     memory = record["memory"]
     main_rows, large_rows = memory["rows"]
     main_rss, large_rss = (memory["samples"][str(rows)]["peak_rss"] for rows in memory["rows"])
@@ -192,6 +259,7 @@ def render(record: dict) -> Section:
             f"read in each run): {harness.mib(main_rss)} on {main_rows:,} rows, "
             f"{harness.mib(large_rss)} on {large_rows:,} rows ({harness.percent(rss_growth)}).",
             *_comparison_notes(eps),
+            *_gpu_batch_text(record, gpu_eps, eps),
             *_training_text(record, _training_medians(record)),
         ]
     )
@@ -209,6 +277,7 @@ def render(record: dict) -> Section:
             per_row >= 0.95 * raw,
         ),
         *_columnar_targets(ours, eps),
+        *_gpu_batch_targets(record, gpu_eps),
         Target(
             "input_fn cached epochs vs TFXIO",
             "≥ 10x",
@@ -225,10 +294,14 @@ def render(record: dict) -> Section:
 
     def panel(ax):
         labels = [SHORT.get(task, m["label"].split(" (")[0]) for task, m in methods.items()]
-        ax.barh(labels, list(eps.values()), color=[COLORS.get(t, "tab:gray") for t in eps])
+        shown = {**eps, **gpu_eps}
+        if gpu_eps:
+            batch = f", batch {record['gpu_batch']['batch']:,}"
+            labels += [SHORT[AT_SECTION_BATCH[task]] + batch for task in gpu_eps]
+        ax.barh(labels, list(shown.values()), color=[COLORS.get(t, "tab:gray") for t in shown])
         ax.set_xscale("log")
         ax.set_xlabel("examples/s (log scale)")
-        ax.set_title(f"Trainer input pipelines, batch {record['batch']}")
+        ax.set_title(f"Trainer input pipelines, batch {record['batch']} unless named")
         ax.invert_yaxis()
 
     summary = _summary(eps)
