@@ -80,6 +80,12 @@ def _columnar_targets(ours: float, eps: dict) -> list[Target]:
     ]
 
 
+def _median_peak(samples) -> float:
+    """The median peak RSS of a size's runs (older results: one run, not a list)."""
+    samples = samples if isinstance(samples, list) else [samples]
+    return harness.median([s["peak_rss"] for s in samples])
+
+
 def _gpu_batch_medians(record: dict) -> dict:
     """Task → median examples/s of the GPU-sized batches, if measured."""
     methods = record.get("gpu_batch", {}).get("methods", {})
@@ -105,7 +111,7 @@ def _gpu_batch_text(record: dict, gpu_eps: dict, eps: dict) -> list[str]:
             gpu["methods"][task]["label"],
             harness.rate(rate),
             harness.ratio(rate / eps[AT_SECTION_BATCH[task]]),
-            harness.mib(harness.median([s["peak_rss"] for s in gpu["methods"][task]["samples"]])),
+            harness.mib(_median_peak(gpu["methods"][task]["samples"])),
         ]
         for task, rate in gpu_eps.items()
     ]
@@ -232,7 +238,7 @@ def render(record: dict) -> Section:
     gpu_eps = _gpu_batch_medians(record)
     memory = record["memory"]
     main_rows, large_rows = memory["rows"]
-    main_rss, large_rss = (memory["samples"][str(rows)]["peak_rss"] for rows in memory["rows"])
+    main_rss, large_rss = (_median_peak(memory["samples"][str(rows)]) for rows in memory["rows"])
     rss_growth = large_rss / main_rss - 1
     rows = [
         [
@@ -256,7 +262,7 @@ def render(record: dict) -> Section:
             harness.table(["method", "examples/s", "vs TFXIO", "of raw bound", "spread"], rows),
             "",
             f"Peak RSS of ours (columnar batches, whole process, {memory['batches']} batches "
-            f"read in each run): {harness.mib(main_rss)} on {main_rows:,} rows, "
+            f"read in each run, median of the runs): {harness.mib(main_rss)} on {main_rows:,} rows, "
             f"{harness.mib(large_rss)} on {large_rows:,} rows ({harness.percent(rss_growth)}).",
             *_comparison_notes(eps),
             *_gpu_batch_text(record, gpu_eps, eps),
