@@ -18,6 +18,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from typing import Callable, Optional, Sequence
@@ -300,17 +301,22 @@ def run_task(ctx: Context, name: str, func: str, **params) -> Run:
         os.remove(result_path)
     cmd = [sys.executable, "-m", "benchmarks.worker", func, json.dumps(params), result_path]
     start = time.perf_counter()
+    # The child's temporary files, removed after it: given Beam arguments, TFX's Beam executors
+    # package TFX into a temporary folder at every run and leave it (49 MB each).
+    temporary = tempfile.mkdtemp(prefix=f"{name}-", dir=ctx.path("logs"))
     with open(log_path, "w") as log:
         env = child_env()
         env["PYTHONPATH"] = os.pathsep.join(
             [ctx.code] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
         )
+        env["TMPDIR"] = temporary
         proc = subprocess.Popen(cmd, cwd=ctx.code, stdout=log, stderr=subprocess.STDOUT, env=env)
         sampler = RssSampler(proc.pid)
         sampler.start()
         code = proc.wait()
         sampler.stop()
     wall = time.perf_counter() - start
+    shutil.rmtree(temporary, ignore_errors=True)
     if code != 0 or not os.path.exists(result_path):
         with open(log_path) as log:
             tail = "".join(log.readlines()[-25:])
