@@ -7,12 +7,12 @@ from typing import Any, Dict, List
 from tfx.components.example_gen import driver as tfx_driver
 from tfx.components.example_gen import utils as example_gen_utils
 from tfx.components.util import examples_utils
-from tfx.dsl.components.base import base_beam_executor
 from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
 from tfx_tabular.coders import columnar
+from tfx_tabular.components.beam_executor import BeamExecutor
 from tfx_tabular.components.parameters import resolve
 from tfx_tabular.components.parquet_example_gen import driver, spec
 from tfx_tabular.conversion import convert, plan
@@ -64,7 +64,7 @@ def _record(examples, result: convert.ConversionResult, split_names: List[str]) 
         examples.set_int_custom_property("columnar_layout_version", columnar.LAYOUT_VERSION)
 
 
-class Executor(base_beam_executor.BaseBeamExecutor):
+class Executor(BeamExecutor):
     def Do(
         self,
         input_dict: Dict[str, List],

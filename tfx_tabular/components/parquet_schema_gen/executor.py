@@ -5,16 +5,16 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, List
 
-from tfx.dsl.components.base import base_beam_executor
 from tfx.types import artifact_utils
 
 from tfx_tabular import schemas
+from tfx_tabular.components.beam_executor import BeamExecutor
 from tfx_tabular.components.parameters import resolve
 from tfx_tabular.components.parquet_schema_gen import spec
 from tfx_tabular.schemas.source import schema_of
 
 
-class Executor(base_beam_executor.BaseBeamExecutor):
+class Executor(BeamExecutor):
     def Do(
         self,
         input_dict: Dict[str, List],
