@@ -16,8 +16,8 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from tfx.dsl.components.base import base_beam_executor
 
 # `--runner` values (lower case, without a "Runner" suffix, as Beam matches them) that run the
-# pipeline in this process or in processes it starts from this Python; no runner is Beam's
-# DirectRunner.
+# pipeline in this process or in processes it starts from this Python; without `--runner`,
+# Beam runs the DirectRunner.
 IN_PROCESS_RUNNERS = ("direct", "bundlebaseddirect", "switchingdirect")
 
 
