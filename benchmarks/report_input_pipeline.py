@@ -52,6 +52,14 @@ def _comparison_notes(eps: dict) -> list[str]:
     return [line for note in notes for line in ("", note)]
 
 
+def _issue_targets(rate_label: str, ratio_label: str, columnar: float, per_row: float) -> list:
+    """Issue 27's two targets for one measurement of the columnar and per-row paths."""
+    return [
+        Target(rate_label, "≥ 1.5M ex/s", harness.rate(columnar), columnar >= 1.5e6),
+        Target(ratio_label, "≥ 6x", harness.ratio(columnar / per_row), columnar >= 6 * per_row),
+    ]
+
+
 def _columnar_targets(ours: float, eps: dict) -> list[Target]:
     """Issue 27's targets for the columnar batches, where the results have the per-row path
     (and, where measured, with the page cache cold)."""
@@ -63,19 +71,11 @@ def _columnar_targets(ours: float, eps: dict) -> list[Target]:
     return [
         target
         for cache, columnar, per_row in pairs
-        for target in (
-            Target(
-                f"input_fn first epoch, columnar batches{cache}",
-                "≥ 1.5M ex/s",
-                harness.rate(columnar),
-                columnar >= 1.5e6,
-            ),
-            Target(
-                f"columnar vs per-row, first epoch{cache}",
-                "≥ 6x",
-                harness.ratio(columnar / per_row),
-                columnar >= 6 * per_row,
-            ),
+        for target in _issue_targets(
+            f"input_fn first epoch, columnar batches{cache}",
+            f"columnar vs per-row, first epoch{cache}",
+            columnar,
+            per_row,
         )
     ]
 
@@ -132,22 +132,13 @@ def _gpu_batch_targets(record: dict, eps: dict) -> list[Target]:
     """Issue 27's two targets again, for batches of a GPU's size."""
     if not eps:
         return []
-    columnar, per_row = eps["task_ours_gpu_batch"], eps["task_ours_per_row_gpu_batch"]
     batch = f"batch {record['gpu_batch']['batch']:,}"
-    return [
-        Target(
-            f"input_fn, columnar batches, {batch}",
-            "≥ 1.5M ex/s",
-            harness.rate(columnar),
-            columnar >= 1.5e6,
-        ),
-        Target(
-            f"columnar vs per-row, {batch}",
-            "≥ 6x",
-            harness.ratio(columnar / per_row),
-            columnar >= 6 * per_row,
-        ),
-    ]
+    return _issue_targets(
+        f"input_fn, columnar batches, {batch}",
+        f"columnar vs per-row, {batch}",
+        eps["task_ours_gpu_batch"],
+        eps["task_ours_per_row_gpu_batch"],
+    )
 
 
 def _training_medians(record: dict) -> dict:
