@@ -67,9 +67,10 @@ def test_schema_from_examples_feeds_stock_example_validator(tmp_path):
         [anomalies_artifact] = m.store.get_artifacts_by_type("ExampleAnomalies")
     assert schema_artifact.custom_properties["sample_statistics_rows"].int_value == 500
 
-    schema = io_utils.parse_pbtxt_file(
-        os.path.join(schema_artifact.uri, "schema.pbtxt"), schema_pb2.Schema()
-    )
+    schema_path = os.path.join(schema_artifact.uri, "schema.pbtxt")
+    # String domains are written in the text format's list syntax; TFX reads them so.
+    assert "value: [" in open(schema_path).read()
+    schema = io_utils.parse_pbtxt_file(schema_path, schema_pb2.Schema())
     by_name = {f.name: f for f in schema.feature}
     assert by_name["I2"].deprecated and by_name["price"].float_domain.max == 100000
     assert list(by_name["label"].not_in_environment) == ["SERVING"]

@@ -229,3 +229,26 @@ def test_a_string_label_without_statistics_fails_naming_what_to_add(string_label
     message = str(failure.value)
     assert "\n" not in message and message.startswith("label 'plan' is a string")
     assert "with_example_statistics=False" in message and "--curated-schema" in message
+
+
+def test_string_domains_are_written_as_lists_and_read_back_exactly(tmp_path):
+    from google.protobuf import text_format
+
+    from tfx_tabular import schemas
+
+    awkward = ["", 'a "quoted" value', "back\\slash", "new\nline", "tab\t", "café", "日本", "\x00"]
+    schema = schema_pb2.Schema()
+    feature = schema.feature.add(name="city", type=schema_pb2.BYTES)
+    feature.string_domain.name = "city"
+    feature.string_domain.value.extend(awkward)
+    schema.feature.add(name="empty", type=schema_pb2.BYTES).string_domain.name = "empty"
+    schema.feature.add(name="unnamed", type=schema_pb2.BYTES).string_domain.value.extend(["x"])
+    schema.string_domain.add(name="shared", value=["p", "q"])
+    path = str(tmp_path / "schema.pbtxt")
+
+    schemas.write_schema(schema, path)
+
+    text = open(path).read()
+    assert text.count("value: [") == 3 and 'value: "' not in text
+    assert text_format.Parse(text, schema_pb2.Schema()) == schema
+    assert schemas.load_schema(path) == schema
