@@ -274,3 +274,22 @@ def test_nested_lists_have_statistics_per_level():
     assert outer.tot_num_values == 5
     assert (inner.min, inner.max, inner.mean) == (0, 3, pytest.approx(7 / 5))
     assert inner.num_zeros == 1
+
+
+@pytest.mark.parametrize("rows", [7, 0])
+def test_serialized_lists_read_back_as_the_message(rows):
+    """The bytes publish writes (each string feature's rank histogram put in as bytes) parse to
+    the message `statistics_list` builds, also for a split without rows."""
+    from tensorflow_metadata.proto.v0 import statistics_pb2
+
+    table = edge_table().slice(0, rows)
+    split = split_statistics(table, 3) if rows else statistics.SplitStatistics()
+    serialized = statistics.serialized_statistics_list(split)
+    parsed = statistics_pb2.DatasetFeatureStatisticsList.FromString(serialized)
+    expected = statistics.statistics_list(split)
+    # Compared as the messages' own bytes: the edge table's NaN fields are unequal to themselves.
+    assert parsed.SerializeToString(deterministic=True) == expected.SerializeToString(
+        deterministic=True
+    )
+    if rows:
+        assert len(by_name(parsed)["b"].string_stats.rank_histogram.buckets) == 4

@@ -131,7 +131,7 @@ def _merge_statistics(staging: Staging, splits: Splits, num_shards: int) -> list
             posixpath.join(staging.folder, FEATURE_STATS_DIR, f"Split-{name}", statistics.FILE_NAME)
         )
         with FileSystems.create(paths[-1]) as handle:
-            handle.write(statistics.statistics_list(merged).SerializeToString())
+            handle.write(statistics.serialized_statistics_list(merged))
     return paths
 
 

@@ -12,6 +12,7 @@ from tfx_tabular.statistics.engine import (
     NON_UTF8_PLACEHOLDER,
     SplitStatistics,
     add_batch,
+    serialized_statistics_list,
     statistics_list,
 )
 
@@ -21,5 +22,6 @@ __all__ = [
     "NON_UTF8_PLACEHOLDER",
     "SplitStatistics",
     "add_batch",
+    "serialized_statistics_list",
     "statistics_list",
 ]

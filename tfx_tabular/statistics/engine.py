@@ -783,35 +783,36 @@ def _label(value: bytes) -> str:
         return NON_UTF8_PLACEHOLDER
 
 
-def _string_proto(stats: FeatureStatistics, out) -> None:
+def _string_proto(stats: FeatureStatistics, out) -> Optional[bytes]:
     """As TFDV fills StringStatistics, top-k and uniques as its sketch-based generator does
     (`top_k_uniques_stats_util._make_feature_stats_proto_topk`: by count, then by value, both
-    descending)."""
+    descending). Returns its rank histogram, serialized, for the caller to put in (None: none)."""
     if stats.tot_num_values:
         out.avg_length = stats.total_bytes / stats.tot_num_values
     out.invalid_utf8_count = stats.invalid_utf8
     if stats.top is None:
-        return
+        return None
     counts, labels = _ranked(stats.top)
     top = labels[:NUM_TOP_VALUES].cast(pa.large_string()).to_pylist()
     for count, label in zip(counts[:NUM_TOP_VALUES].tolist(), top, strict=True):
         out.top_values.add(value=label, frequency=count)
-    out.rank_histogram.MergeFromString(histograms.rank_histogram_bytes(labels, counts))
     out.unique = stats.distinct.estimate()
+    return histograms.rank_histogram_bytes(labels, counts)
 
 
-def _feature_proto(name: str, stats: FeatureStatistics, num_examples: int, out) -> None:
-    """One feature's `FeatureNameStatistics`, filled in place."""
+def _feature_proto(name: str, stats: FeatureStatistics, num_examples: int, out) -> Optional[bytes]:
+    """One feature's `FeatureNameStatistics`, filled in place but for a string feature's rank
+    histogram, which is returned serialized (None: none)."""
     out.path.step.append(name)
     if stats.kind == Kind.BYTES:
         out.type = statistics_pb2.FeatureNameStatistics.STRING
-        _string_proto(stats, out.string_stats)
         _common_proto(stats, num_examples, out.string_stats.common_stats)
-    else:
-        kind = "INT" if stats.kind == Kind.INT else "FLOAT"
-        out.type = statistics_pb2.FeatureNameStatistics.Type.Value(kind)
-        _numeric_proto(stats, out.num_stats)
-        _common_proto(stats, num_examples, out.num_stats.common_stats)
+        return _string_proto(stats, out.string_stats)
+    kind = "INT" if stats.kind == Kind.INT else "FLOAT"
+    out.type = statistics_pb2.FeatureNameStatistics.Type.Value(kind)
+    _numeric_proto(stats, out.num_stats)
+    _common_proto(stats, num_examples, out.num_stats.common_stats)
+    return None
 
 
 def statistics_list(split: SplitStatistics):
@@ -822,5 +823,56 @@ def statistics_list(split: SplitStatistics):
     dataset = result.datasets.add(num_examples=split.num_examples)
     if split.num_examples:
         for name in sorted(split.features):
-            _feature_proto(name, split.features[name], split.num_examples, dataset.features.add())
+            out = dataset.features.add()
+            ranks = _feature_proto(name, split.features[name], split.num_examples, out)
+            if ranks is not None:
+                out.string_stats.rank_histogram.MergeFromString(ranks)
     return result
+
+
+def _field_number(message, name: str) -> int:
+    return message.DESCRIPTOR.fields_by_name[name].number
+
+
+def _length_delimited(number: int, payload: bytes) -> bytes:
+    """A message field's wire bytes: its key (wire type 2), the payload's length, the payload."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _feature_bytes(feature, ranks: Optional[bytes]) -> bytes:
+    """A serialized FeatureNameStatistics, a string feature's rank histogram bytes put in its
+    string_stats as they are (fields may come in any order on the wire)."""
+    if ranks is None:
+        return feature.SerializeToString()
+    string_stats = feature.string_stats.SerializeToString() + _length_delimited(
+        _field_number(feature.string_stats, "rank_histogram"), ranks
+    )
+    feature.ClearField("string_stats")
+    return feature.SerializeToString() + _length_delimited(
+        _field_number(feature, "string_stats"), string_stats
+    )
+
+
+def serialized_statistics_list(split: SplitStatistics) -> bytes:
+    """`statistics_list(split)` serialized, assembled from each feature's bytes: the rank
+    histograms (a thousand labelled buckets a string feature) are never parsed into the
+    message to be serialized again, which took most of a wide table's publishing."""
+    split._fold_scalars()
+    dataset = statistics_pb2.DatasetFeatureStatistics(num_examples=split.num_examples)
+    number = _field_number(dataset, "features")
+    pieces = [dataset.SerializeToString()]
+    for name in sorted(split.features) if split.num_examples else ():
+        feature = statistics_pb2.FeatureNameStatistics()
+        ranks = _feature_proto(name, split.features[name], split.num_examples, feature)
+        pieces.append(_length_delimited(number, _feature_bytes(feature, ranks)))
+    number = _field_number(statistics_pb2.DatasetFeatureStatisticsList(), "datasets")
+    return _length_delimited(number, b"".join(pieces))
