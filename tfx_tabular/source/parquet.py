@@ -562,7 +562,12 @@ def unify_schemas(files: Sequence[ParquetFileInfo], decimal_as: str = "float") -
             signatures[key] = _signature(field, decimal_as)
         return signatures[key]
 
+    previous = None
     for info in files:
+        # A file with the schema of the file before it (most datasets' files) adds nothing.
+        if previous is not None and info.schema.equals(previous):
+            continue
+        previous = info.schema
         for field in info.schema:
             try:
                 signature = signature_of(field)
