@@ -5,6 +5,7 @@ tensorflow_metadata, not TensorFlow, Beam or TFX."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 
 from tfx_tabular.cli.common import (
@@ -176,9 +177,9 @@ def _check_conversion_names(args, partition_filter: dict, partition_types: dict)
     )
 
 
-def cmd_convert(args) -> dict:
-    from tfx_tabular.conversion import convert, plan
-    from tfx_tabular.runners.progress import Progress
+def _conversion_config(args):
+    """The conversion's ConversionConfig from `convert`'s flags, each checked (UsageError)."""
+    from tfx_tabular.conversion import plan
 
     buckets = key_values(args.split_buckets, "--split-buckets")
     for name, count in buckets.items():
@@ -190,10 +191,7 @@ def cmd_convert(args) -> dict:
     partition_types = key_values(args.partition_type, "--partition-type")
     patterns = key_values(args.split_pattern, "--split-pattern")
     _check_conversion_names(args, partition_filter, partition_types)
-    check_writable(args.output_dir)
-    if args.example_statistics:
-        check_writable(args.example_statistics, "--example-statistics")
-    config = plan.ConversionConfig.from_parameters(
+    return plan.ConversionConfig.from_parameters(
         {
             "patterns": patterns or None,
             "buckets": {name: int(count) for name, count in buckets.items()} or None,
@@ -214,6 +212,16 @@ def cmd_convert(args) -> dict:
             "table_version": args.table_version,
         }
     )
+
+
+def cmd_convert(args) -> dict:
+    from tfx_tabular.conversion import convert, plan
+    from tfx_tabular.runners.progress import Progress
+
+    config = _conversion_config(args)
+    check_writable(args.output_dir)
+    if args.example_statistics:
+        check_writable(args.example_statistics, "--example-statistics")
     dataset, splits = plan.plan_conversion(args.input, config.source)
     options = config.output
     say(
@@ -221,21 +229,22 @@ def cmd_convert(args) -> dict:
         f"converting {dataset.num_rows:,} rows in {len(dataset.files)} files "
         f"({len(dataset.features)} features) → {args.output_dir}",
     )
-    if args.quiet:
-        result = convert.convert(
-            dataset, args.output_dir, splits, options, args.beam_arg, None, args.example_statistics
+    with contextlib.ExitStack() as stack:
+        progress = (
+            None
+            if args.quiet
+            else stack.enter_context(Progress("converting", dataset.num_rows, "rows"))
         )
-    else:
-        with Progress("converting", dataset.num_rows, "rows") as progress:
-            result = convert.convert(
-                dataset,
-                args.output_dir,
-                splits,
-                options,
-                args.beam_arg,
-                on_progress=progress.update,
-                statistics_dir=args.example_statistics,
-            )
+        result = convert.convert(
+            dataset,
+            args.output_dir,
+            splits,
+            options,
+            args.beam_arg,
+            on_progress=progress.update if progress is not None else None,
+            statistics_dir=args.example_statistics,
+        )
+        if progress is not None:
             progress.update(sum(result.rows.values()))
     for name, rows in result.rows.items():
         say(args, f"  Split-{name}: {rows:,} rows")
