@@ -162,7 +162,7 @@ def _convert_sample(folder: str) -> None:
         merged = engine.SplitStatistics()
         for parts in shards:
             merged.merge(engine.SplitStatistics.from_bytes(parts[split]))
-        engine.statistics_list(merged)
+        engine.serialized_statistics_list(merged)
 
 
 class _CompileWatch(event.Listener):
