@@ -816,18 +816,10 @@ def _feature_proto(name: str, stats: FeatureStatistics, num_examples: int, out) 
 
 
 def statistics_list(split: SplitStatistics):
-    """The `DatasetFeatureStatisticsList` stock StatisticsGen writes for one split: one dataset,
-    its features in name order (no features for a split without rows, as TFDV)."""
-    split._fold_scalars()
-    result = statistics_pb2.DatasetFeatureStatisticsList()
-    dataset = result.datasets.add(num_examples=split.num_examples)
-    if split.num_examples:
-        for name in sorted(split.features):
-            out = dataset.features.add()
-            ranks = _feature_proto(name, split.features[name], split.num_examples, out)
-            if ranks is not None:
-                out.string_stats.rank_histogram.MergeFromString(ranks)
-    return result
+    """The `DatasetFeatureStatisticsList` stock StatisticsGen writes for one split (one dataset,
+    its features in name order; no features for a split without rows, as TFDV): the message of
+    the bytes `serialized_statistics_list` gives, which `publish` writes."""
+    return statistics_pb2.DatasetFeatureStatisticsList.FromString(serialized_statistics_list(split))
 
 
 def _field_number(message, name: str) -> int:
@@ -863,8 +855,8 @@ def _feature_bytes(feature, ranks: Optional[bytes]) -> bytes:
 
 
 def serialized_statistics_list(split: SplitStatistics) -> bytes:
-    """`statistics_list(split)` serialized, assembled from each feature's bytes: the rank
-    histograms (a thousand labelled buckets a string feature) are never parsed into the
+    """The split's `DatasetFeatureStatisticsList` serialized, assembled from each feature's
+    bytes: the rank histograms (a thousand labelled buckets a string feature) are never parsed into the
     message to be serialized again, which took most of a wide table's publishing."""
     split._fold_scalars()
     dataset = statistics_pb2.DatasetFeatureStatistics(num_examples=split.num_examples)
