@@ -98,6 +98,14 @@ def test_edge_values_as_tfdv_computes_them(tmp_path):
     assert stock["none"].string_stats.common_stats.num_missing == 7
 
 
+def assert_same_exact_fields(a, b):
+    """Two NumericStatistics' counts, extremes and moments (the moments to rounding)."""
+    assert a.common_stats.num_non_missing == b.common_stats.num_non_missing
+    assert (a.min, a.max, a.num_zeros) == (b.min, b.max, b.num_zeros)
+    assert a.mean == pytest.approx(b.mean, rel=1e-12)
+    assert a.std_dev == pytest.approx(b.std_dev, rel=1e-12)
+
+
 def test_exact_fields_do_not_depend_on_batching():
     rng = np.random.default_rng(0)
     n = 20_000
@@ -111,15 +119,37 @@ def test_exact_fields_do_not_depend_on_batching():
     one = by_name(statistics.statistics_list(split_statistics(table, n)))
     many = by_name(statistics.statistics_list(split_statistics(table, 777, parts=3)))
     for name in ("x", "k"):
-        a, b = one[name].num_stats, many[name].num_stats
-        assert a.common_stats.num_non_missing == b.common_stats.num_non_missing
-        assert (a.min, a.max, a.num_zeros) == (b.min, b.max, b.num_zeros)
-        assert a.mean == pytest.approx(b.mean, rel=1e-12)
-        assert a.std_dev == pytest.approx(b.std_dev, rel=1e-12)
+        assert_same_exact_fields(one[name].num_stats, many[name].num_stats)
     values = table["x"].drop_null().to_numpy().astype(np.float32).astype(np.float64)
     assert one["x"].num_stats.mean == pytest.approx(values.mean(), rel=1e-12)
     assert one["x"].num_stats.std_dev == pytest.approx(values.std(), rel=1e-12)
     assert one["s"].string_stats == many["s"].string_stats
+
+
+def test_parts_of_other_features_merge_as_their_features():
+    """Scalar numeric blocks merge as arrays when their features are the same; parts whose
+    blocks hold other features (a column more) are folded first: the same statistics."""
+    rng = np.random.default_rng(1)
+    n = 5_000
+    x = pa.array(rng.normal(2, 1, n), mask=rng.random(n) < 0.2)
+    k = pa.array(rng.integers(0, 9, n))
+    wide = pa.table({"x": x, "k": k, "y": pa.array(rng.normal(size=n))})
+    narrow = wide.select(["x", "k"])
+    half = n // 2
+    parts = [
+        split_statistics(wide.slice(0, half), 1000),
+        split_statistics(narrow.slice(half), 1000),
+    ]
+    merged = statistics.SplitStatistics()
+    for part in parts:
+        merged.merge(statistics.SplitStatistics.from_bytes(part.to_bytes()))
+    got = by_name(statistics.statistics_list(merged))
+    whole = by_name(statistics.statistics_list(split_statistics(narrow, 1000, parts=2)))
+    assert got["y"].num_stats.common_stats.num_non_missing == half
+    assert got["y"].num_stats.common_stats.num_missing == n - half
+    for name in ("x", "k"):
+        assert_same_exact_fields(got[name].num_stats, whole[name].num_stats)
+        assert got[name].num_stats.median == pytest.approx(whole[name].num_stats.median, abs=0.05)
 
 
 @pytest.mark.parametrize("names", [["$bytes"], ["$bytes", "s"]])

@@ -552,8 +552,9 @@ def _is_scalar_numeric(feature: Feature) -> bool:
 
 class SplitStatistics:
     """The mergeable statistics of one split: its row count and each feature's state. Scalar
-    numeric features accumulate in one block per kind (`numeric`), folded into their
-    FeatureStatistics when the split is written, read or merged."""
+    numeric features accumulate in one block per kind (`numeric`), kept as blocks in part files
+    and merged as blocks, and folded into their FeatureStatistics when the split's message is
+    made."""
 
     def __init__(self, features: Sequence[Feature] = ()):
         self.num_examples = 0
@@ -580,12 +581,16 @@ class SplitStatistics:
 
     def to_bytes(self) -> bytes:
         """The accumulator as bytes (a shard's part file): JSON numbers and the sketches' own
-        serialized forms, so any worker's Python and tfx_bsl can merge it."""
-        self._fold_scalars()
-        for stats in self.features.values():
-            stats.compact()
-        features = {name: stats.to_dict() for name, stats in self.features.items()}
-        return _pack({"num_examples": self.num_examples, "features": features})
+        serialized forms, so any worker's Python and tfx_bsl can merge it; the scalar numeric
+        blocks as their arrays (`ScalarNumerics.to_part`), merged as arrays too."""
+        in_blocks = {name for block in self.scalar_blocks.values() for name in block.names}
+        features = {}
+        for name, stats in self.features.items():
+            if name not in in_blocks:  # theirs are in the blocks until folded
+                stats.compact()
+                features[name] = stats.to_dict()
+        blocks = {int(kind): block.to_part() for kind, block in self.scalar_blocks.items()}
+        return _pack({"num_examples": self.num_examples, "features": features, "blocks": blocks})
 
     @classmethod
     def from_bytes(cls, data: bytes) -> SplitStatistics:
@@ -595,11 +600,20 @@ class SplitStatistics:
         result.features = {
             name: FeatureStatistics.from_dict(stats) for name, stats in decoded["features"].items()
         }
+        result.scalar_blocks = {
+            Kind(int(kind)): ScalarNumerics.from_part(part)
+            for kind, part in decoded["blocks"].items()
+        }
+        for kind, block in result.scalar_blocks.items():
+            for name in block.names:
+                result.features[name] = FeatureStatistics(kind, scalar=True)
         return result
 
     def merge(self, other: SplitStatistics) -> SplitStatistics:
-        self._fold_scalars()
-        other._fold_scalars()
+        """Add `other`'s rows: blocks merge as blocks where they can, else both are folded."""
+        if not self._merge_blocks(other):
+            self._fold_scalars()
+            other._fold_scalars()
         self.num_examples += other.num_examples
         for name, stats in other.features.items():
             if name in self.features:
@@ -607,6 +621,25 @@ class SplitStatistics:
             else:
                 self.features[name] = stats
         return self
+
+    def _merge_blocks(self, other: SplitStatistics) -> bool:
+        """Merge `other`'s blocks into these as arrays if each holds the same features as this
+        one's of its kind, or features new here (taken over); False, merging none, otherwise."""
+        plan = []
+        for kind, block in other.scalar_blocks.items():
+            mine = self.scalar_blocks.get(kind)
+            if mine is not None and mine.names == block.names:
+                plan.append((kind, block, mine))
+            elif mine is None and self.features.keys().isdisjoint(block.names):
+                plan.append((kind, block, None))
+            else:
+                return False
+        for kind, block, mine in plan:
+            if mine is None:
+                self.scalar_blocks[kind] = block
+            else:
+                mine.merge(block)
+        return True
 
 
 _BLOB = "$bytes"  # a JSON object {_BLOB: [offset, size]}: bytes stored after the JSON

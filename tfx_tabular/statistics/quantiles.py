@@ -189,6 +189,14 @@ def merge(items, sizes, other_items, other_sizes, scratch):
 
 
 @numba.njit(cache=True, nogil=True)
+def merge_rows(items, sizes, other_items, other_sizes):
+    """`merge` row by row: feature f's sketch of `other_*` into feature f's here."""
+    scratch = np.empty(STORE, np.float64)
+    for f in range(items.shape[0]):
+        merge(items[f], sizes[f], other_items[f], other_sizes[f], scratch)
+
+
+@numba.njit(cache=True, nogil=True)
 def weighted(items, sizes):
     """The sketch's items ascending with their weights (float64)."""
     total = _offset(sizes, -1)
