@@ -14,6 +14,7 @@ from tfx_tabular.coders import encoding
 from tfx_tabular.conversion import convert, plan, transform
 from tfx_tabular.source.mapping import features_of
 from tfx_tabular.statistics import engine as statistics
+from tfx_tabular.statistics import quantiles as kll
 
 
 def split_statistics(table: pa.Table, batch_rows: int, parts: int = 1):
@@ -323,3 +324,24 @@ def test_published_bytes_hold_the_rank_histograms_and_an_empty_split():
     assert empty == statistics_pb2.DatasetFeatureStatisticsList(
         datasets=[statistics_pb2.DatasetFeatureStatistics(num_examples=0)]
     )
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.random.default_rng(2).normal(size=25_000),
+        np.random.default_rng(3).integers(0, 5, 25_000).astype(np.float64),
+        np.array([1.0, -0.0, 0.0, -np.inf, np.inf, 3.0, 1.0]),
+    ],
+)
+def test_a_sketch_reads_out_its_items_ascending_with_their_weights(values):
+    items, sizes = kll.empty(1)
+    kll.add(items[0], sizes[0], values, np.empty(kll.STORE))
+    expected = []
+    for level in range(kll.MAX_LEVELS):
+        start = kll._offset(sizes[0], level)
+        expected += [(x, 2.0**level) for x in items[0][start : start + sizes[0][level]]]
+    got_values, got_weights = kll.weighted(items[0], sizes[0])
+    assert (np.diff(got_values) >= 0).all()
+    assert sorted(zip(got_values, got_weights, strict=True)) == sorted(expected)
+    assert got_weights.sum() == len(values)

@@ -198,17 +198,32 @@ def merge_rows(items, sizes, other_items, other_sizes):
 
 @numba.njit(cache=True, nogil=True)
 def weighted(items, sizes):
-    """The sketch's items ascending with their weights (float64)."""
+    """The sketch's items ascending with their weights (float64): level 0 sorted, then each
+    level (sorted already) merged in, from the lowest up."""
     total = _offset(sizes, -1)
-    values = np.empty(total, np.float64)
-    weights = np.empty(total, np.float64)
+    values, weights = np.empty(total, np.float64), np.empty(total, np.float64)
+    merged_values, merged_weights = np.empty(total, np.float64), np.empty(total, np.float64)
+    filled = 0
     for h in range(MAX_LEVELS):
+        size = sizes[h]
+        if not size:
+            continue
         start = _offset(sizes, h)
-        for p in range(start, start + sizes[h]):
-            values[p] = items[p]
-            weights[p] = 2.0**h
-    order = np.argsort(values, kind="mergesort")
-    return values[order], weights[order]
+        level = items[start : start + size].copy()
+        if h == 0:
+            _radix_sort(level)
+        i = j = 0
+        while i < filled or j < size:
+            if j >= size or (i < filled and values[i] <= level[j]):
+                merged_values[i + j], merged_weights[i + j] = values[i], weights[i]
+                i += 1
+            else:
+                merged_values[i + j], merged_weights[i + j] = level[j], 2.0**h
+                j += 1
+        filled += size
+        values, merged_values = merged_values, values
+        weights, merged_weights = merged_weights, weights
+    return values, weights
 
 
 @numba.njit(cache=True, nogil=True)
