@@ -127,7 +127,7 @@ class PooledBatch:
         self.rows = pooled.rows
         self.starts, self.lengths = {}, {}
         for kind, members in kinds.items():
-            splits = pooled.splits[members]
+            splits = pooled.splits(0, pooled.rows, members)
             self.starts[kind] = splits  # row r starts at column r (the last column: the end)
             # int32: held until records fill
             self.lengths[kind] = (np.diff(splits, axis=1) * pooled.valid[members]).astype(np.int32)

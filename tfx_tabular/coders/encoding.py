@@ -68,6 +68,8 @@ class FeatureValues:
     # the dictionary whose offsets are `values` (codes in null slots are arbitrary). None: value
     # i is string i.
     codes: Optional[np.ndarray] = None
+    # A scalar's: row r's value is slot r (row_splits is 0..n), null rows' slots unused.
+    slots: bool = False
 
 
 def _decoded(arr: pa.Array) -> pa.Array:
@@ -231,7 +233,8 @@ def feature_values(column: pa.Array, feature: Feature, partitions: Sequence[Feat
     keep_dictionary = _is_string_dictionary(arr, feature.kind)
     if not keep_dictionary:
         arr = _decoded(arr)
-    if top_valid is None:  # a scalar: row r's value is slot r (skipped where null)
+    slots = top_valid is None
+    if slots:  # a scalar: row r's value is slot r (skipped where null)
         top_valid = _validity(arr)
         levels.append(_slot_splits(len(arr)))
     elif arr.null_count:
@@ -242,6 +245,7 @@ def feature_values(column: pa.Array, feature: Feature, partitions: Sequence[Feat
     if pa.types.is_null(arr.type):
         top_valid = np.zeros(len(column), dtype=bool)
         levels = [np.zeros(len(column) + 1, dtype=np.int64)]
+        slots = False
     codes = _dictionary_codes(arr) if keep_dictionary else None
     values, data = _leaf_values(
         arr.dictionary if keep_dictionary else arr, feature.kind, feature.column
@@ -253,7 +257,7 @@ def feature_values(column: pa.Array, feature: Feature, partitions: Sequence[Feat
             splits = offsets[splits]
         return splits
 
-    out = [FeatureValues(composed(len(levels)), top_valid, values, data, codes)]
+    out = [FeatureValues(composed(len(levels)), top_valid, values, data, codes, slots)]
     for partition in partitions:
         out.append(
             FeatureValues(composed(partition.level), top_valid, np.diff(levels[partition.level]))
@@ -694,37 +698,59 @@ def key_headers(names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
 class PooledColumns:
     """A batch's features (`feature_columns`' output) as the serializer reads them, built once
     per batch: each kind's values end to end (`pools`, as `ValuePools.arrays` gives them) and,
-    per feature f and row r, its items splits[f, r]:splits[f, r + 1] there, written only if
-    valid[f, r]. Rows of it are encoded per row (`encode`) or taken into columnar records."""
+    per feature f and row r, its items splits[f, r]:splits[f, r + 1] there (`splits`), written
+    only if valid[f, r]. Rows of it are encoded per row (`encode`) or taken into columnar
+    records. A scalar's splits are its first slot (`firsts`) plus the row, made only for the
+    rows asked: at thousands of columns the whole batch's splits outweighed its values."""
 
     def __init__(self, ordered: Sequence[tuple[Feature, FeatureValues]]):
         rows = len(ordered[0][1].valid) if ordered else 0
         self.kinds = np.array([int(f.kind) for f, _ in ordered], dtype=np.int64)
         self._headers = key_headers([f.name for f, _ in ordered])
         self.valid = np.empty((len(ordered), rows), dtype=np.bool_)
-        self.splits = np.empty((len(ordered), rows + 1), dtype=np.int64)
+        self.firsts = np.empty(len(ordered), dtype=np.int64)
+        # Each feature's row in _list_splits; -1: a scalar's slots.
+        self._list_position = np.full(len(ordered), -1, dtype=np.int64)
+        lists = [i for i, (_, fv) in enumerate(ordered) if not fv.slots]
+        self._list_position[lists] = np.arange(len(lists))
+        self._list_splits = np.empty((len(lists), rows + 1), dtype=np.int64)
         pools = ValuePools()
         for i, (f, fv) in enumerate(ordered):
             self.valid[i] = fv.valid
-            np.add(fv.row_splits, pools.add(f.kind, fv), out=self.splits[i])
+            first = pools.add(f.kind, fv)
+            if fv.slots:
+                self.firsts[i] = first
+            else:
+                at = self._list_position[i]
+                np.add(fv.row_splits, first, out=self._list_splits[at])
+                self.firsts[i] = self._list_splits[at, 0]
         self.pools = pools.arrays()
 
     @property
     def rows(self) -> int:
         return self.valid.shape[1]
 
+    def splits(self, start: int, stop: int, members: Optional[np.ndarray] = None) -> np.ndarray:
+        """[feature, row]: where rows [start, stop) of each feature (of `members`, all by
+        default) start in its kind's pool, and where the last ends (a new array)."""
+        members = np.arange(len(self.firsts)) if members is None else np.asarray(members)
+        out = self.firsts[members][:, None] + np.arange(start, stop + 1)[None, :]
+        at = self._list_position[members]
+        listed = at >= 0
+        out[listed] = self._list_splits[at[listed], start : stop + 1]
+        return out
+
     def encode(self, start: int = 0, stop: Optional[int] = None, framed: bool = False):
         """Rows [start, stop) as tf.Examples (see `encode`); an `EncodedBatch`."""
         stop = self.rows if stop is None else stop
         whole = start == 0 and stop == self.rows
         valid = self.valid if whole else np.ascontiguousarray(self.valid[:, start:stop])
-        splits = self.splits if whole else np.ascontiguousarray(self.splits[:, start : stop + 1])
         buffer, offsets = _serialize(
             stop - start,
             self.kinds,
             *self._headers,
             valid,
-            splits,
+            self.splits(start, stop),
             *self.pools,
             framed,
             _CRC_TABLES,

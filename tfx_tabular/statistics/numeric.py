@@ -104,7 +104,7 @@ def pooled_columns(pooled: PooledColumns, kind: Kind, positions: np.ndarray) -> 
     `ScalarNumerics.add` reads them: (kind's pool, each one's first slot there, the batch's
     validity, positions)."""
     pool = pooled.pools[0] if kind == Kind.INT else pooled.pools[1]
-    starts = np.ascontiguousarray(pooled.splits[positions, 0])
+    starts = pooled.firsts[positions]
     return pool, starts, pooled.valid, positions
 
 
