@@ -183,7 +183,7 @@ class ConvertShard(beam.DoFn):
         options: OutputOptions,
         with_statistics: bool = False,
     ):
-        self._dataset = dataset
+        self._dataset = dataset.for_reading()
         self._shards = shards
         self._splits = splits
         self._temp_dir = temp_dir

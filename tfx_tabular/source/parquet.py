@@ -265,6 +265,14 @@ class Dataset(_QuickPickle):
     def features(self) -> list[Feature]:
         return features_of(self.schema, self.decimal_as)
 
+    def for_reading(self) -> Dataset:
+        """This dataset without its footers' column statistics, which reading does not use:
+        what a converting worker is sent (several copies of it live in each worker, and at
+        thousands of columns those statistics are tens of MiB of Python objects)."""
+        return dataclasses.replace(
+            self, files=tuple(dataclasses.replace(f, column_stats=()) for f in self.files)
+        )
+
     def column_stats(self) -> dict[str, ColumnStats]:
         """Footer statistics per top-level column over all files; a column missing from a file
         counts as that many nulls, a partition column only its null partitions' rows."""
