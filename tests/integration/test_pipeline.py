@@ -6,6 +6,7 @@ demo's learned AUC beside its ceiling, the Evaluator's metrics and blessing)."""
 import glob
 import json
 import os
+import tempfile
 
 import pytest
 import tensorflow as tf
@@ -22,7 +23,11 @@ from tfx_tabular.schemas import load_schema
 pytestmark = pytest.mark.slow
 
 
-def test_full_pipeline_with_stock_components(tmp_path):
+def test_full_pipeline_with_stock_components(tmp_path, monkeypatch):
+    temporary = tmp_path / "temporary"
+    temporary.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temporary))
+    monkeypatch.setattr(tempfile, "tempdir", None)
     data = str(tmp_path / "data")
     criteo.write_dataset(data, 3000, days=3, files_per_day=1, row_group_size=500)
     root = str(tmp_path / "root")
@@ -59,6 +64,9 @@ def test_full_pipeline_with_stock_components(tmp_path):
         "ModelEvaluation",
     } <= names
     assert os.listdir(evaluation.uri)
+    # Given Beam arguments, no Beam component (stock Transform and Evaluator included) built
+    # TFX's sdist for this local run (`tfx.utils.dependency_utils.build_ephemeral_package`).
+    assert not glob.glob(str(temporary / "*" / "build" / "tfx"))
 
     # The serving signature parses raw tf.Examples and applies the Transform graph itself.
     serving = tf.saved_model.load(os.path.join(model.uri, "Format-Serving"))

@@ -219,6 +219,7 @@ def _data_components(config: PipelineConfig) -> list:
     from tfx import v1 as tfx
 
     from tfx_tabular.components import ParquetExampleGen, ParquetSchemaGen
+    from tfx_tabular.components.stock import without_local_packaging
 
     source = config.example_statistics_source
     example_gen = ParquetExampleGen(
@@ -232,7 +233,9 @@ def _data_components(config: PipelineConfig) -> list:
     components = [example_gen]
     statistics = example_gen.outputs["statistics"] if source == "ours" else None
     if source == "stock":
-        stock = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+        stock = without_local_packaging(
+            tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+        )
         components.append(stock)
         statistics = stock.outputs["statistics"]
     schema_gen = ParquetSchemaGen(
@@ -255,13 +258,16 @@ def _data_components(config: PipelineConfig) -> list:
 def _transform(config: PipelineConfig, example_gen, schema_gen):
     from tfx import v1 as tfx
 
-    return tfx.components.Transform(
+    from tfx_tabular.components.stock import without_local_packaging
+
+    transform = tfx.components.Transform(
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
         preprocessing_fn=config.preprocessing_fn,
         custom_config={"label": config.label},
         splits_config=tfx.proto.SplitsConfig(analyze=["train"], transform=[]),
     )
+    return without_local_packaging(transform)
 
 
 def _trainer(config: PipelineConfig, example_gen, schema_gen, transform):
@@ -303,6 +309,8 @@ def _evaluator(config: PipelineConfig, example_gen, trainer):
     import tensorflow_model_analysis as tfma
     from tfx import v1 as tfx
 
+    from tfx_tabular.components.stock import without_local_packaging
+
     task = evaluator_task(config.data_root, config.label, config.task, config.curated_schema)
     eval_config = tfma.EvalConfig(
         model_specs=[tfma.ModelSpec(label_key=config.label, signature_name="serving_default")],
@@ -311,11 +319,12 @@ def _evaluator(config: PipelineConfig, example_gen, trainer):
             tfma.MetricsSpec(metrics=[_metric(name, task) for name in EVALUATOR_METRICS[task]])
         ],
     )
-    return tfx.components.Evaluator(
+    evaluator = tfx.components.Evaluator(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
         eval_config=eval_config,
     )
+    return without_local_packaging(evaluator)
 
 
 def local_metadata_path(pipeline_root: str) -> str:
