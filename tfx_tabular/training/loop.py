@@ -236,11 +236,13 @@ def _restore_checkpoints(
     return manager
 
 
-def _step_functions(strategy: tf.distribute.Strategy, t: _Trainable, global_batch: int, eval_spec):
+def _step_functions(strategy: tf.distribute.Strategy, t: _Trainable, global_batch: int):
     """The compiled train step over all replicas, which takes its batch from the training
     iterator and returns the summed loss, the batch's examples and the seconds it waited for
-    the batch; and the eval step, for batches of `eval_spec`. Neither is traced again for another
-    batch size (a file's last columnar record gives short batches)."""
+    the batch; and the compiled evaluation, which takes batches from an eval iterator until it
+    ends or `steps` (negative: no limit) and returns how many it took. Batches never leave the
+    graph (in Python, each would become ~40 ragged tensor objects), and neither function is
+    traced again for another batch size (a file's last columnar record gives short batches)."""
 
     def replica_train(features, labels):
         with tf.GradientTape() as tape:
@@ -276,11 +278,18 @@ def _step_functions(strategy: tf.distribute.Strategy, t: _Trainable, global_batc
             waited,
         )
 
-    @tf.function(input_signature=[eval_spec])
-    def eval_step(batch):
-        strategy.run(replica_eval, args=batch)
+    @tf.function
+    def evaluate(iterator, steps):
+        done = tf.constant(0, tf.int64)
+        while steps < 0 or done < steps:
+            batch = iterator.get_next_as_optional()
+            if not batch.has_value():
+                break
+            strategy.run(replica_eval, args=batch.get_value())
+            done += 1
+        return done
 
-    return train_step, eval_step
+    return train_step, evaluate
 
 
 def _write_summary(writer, step: int, values: dict) -> None:
@@ -296,7 +305,7 @@ class _Loop:
 
     trainable: _Trainable
     train_step: Callable
-    eval_step: Callable
+    evaluate_batches: Callable  # (eval iterator, steps) → batches evaluated
     eval_dataset: object  # iterated once per evaluation
     manager: tf.train.CheckpointManager
     writers: dict  # "train" / "eval" → summary writer
@@ -343,13 +352,8 @@ class _Loop:
         """`eval_steps` batches (None: the whole eval split once)."""
         for metric in self.trainable.eval_metrics.values():
             metric.reset_state()
-        iterator, done, eval_steps = iter(self.eval_dataset), 0, self.config.eval_steps
-        while eval_steps is None or done < eval_steps:
-            batch = next(iterator, None)
-            if batch is None:
-                break
-            self.eval_step(batch)
-            done += 1
+        steps = -1 if self.config.eval_steps is None else self.config.eval_steps
+        self.evaluate_batches(iter(self.eval_dataset), tf.constant(steps, tf.int64))
         return {name: float(m.result().numpy()) for name, m in self.trainable.eval_metrics.items()}
 
     def run(self, iterator):
@@ -494,14 +498,12 @@ def train(
     inputs = _Inputs(strategy, schema, label, task, config, transform_output, trainable.step)
     train_data = inputs.dataset(train_files, training=True)
     eval_data = inputs.dataset(eval_files, training=False)
-    train_step, eval_step = _step_functions(
-        strategy, trainable, config.batch_size, eval_data.element_spec
-    )
+    train_step, evaluate_batches = _step_functions(strategy, trainable, config.batch_size)
     writers = _summary_writers(run)
     loop = _Loop(
         trainable,
         train_step,
-        eval_step,
+        evaluate_batches,
         eval_data,
         manager,
         writers,
