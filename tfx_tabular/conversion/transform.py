@@ -296,7 +296,12 @@ class ConvertShard(beam.DoFn):
                 continue
             read_rows, step = self._batch_rows(info, split_statistics is not None)
             for batch in parquet.read_batches(
-                self._dataset, info, row_groups, read_rows, string_dictionaries=True
+                self._dataset,
+                info,
+                row_groups,
+                read_rows,
+                string_dictionaries=True,
+                doubles_as_float32=True,
             ):
                 try:
                     columns = encoding.feature_columns(batch, self._features)

@@ -886,21 +886,38 @@ def _reads_whole_row_groups(info: ParquetFileInfo, columns: Sequence[str]) -> bo
 
 
 def _whole_row_groups(
-    reader: pq.ParquetFile, row_groups: Sequence[int], columns: Sequence[str], batch_size: int
+    reader: pq.ParquetFile,
+    row_groups: Sequence[int],
+    columns: Sequence[str],
+    batch_size: int,
+    narrowed: set[str],
 ) -> Iterator[pa.RecordBatch]:
-    """`row_groups` decoded one at a time, `_COLUMN_SLICE` columns at a time, as batches."""
+    """`row_groups` decoded one at a time, `_COLUMN_SLICE` columns at a time, as batches; the
+    float64 columns named in `narrowed` as float32 as soon as they are decoded."""
     for group in row_groups:
         arrays = [
-            column
+            _narrowed(column) if name in narrowed else column
             for start in range(0, len(columns), _COLUMN_SLICE)
-            for column in reader.read_row_group(
-                group, columns=columns[start : start + _COLUMN_SLICE], use_threads=False
-            ).columns
+            for name, column in zip(
+                columns[start : start + _COLUMN_SLICE],
+                reader.read_row_group(
+                    group, columns=columns[start : start + _COLUMN_SLICE], use_threads=False
+                ).columns,
+                strict=True,
+            )
         ]
         table = pa.Table.from_arrays(arrays, names=list(columns))
         del arrays
         yield from table.to_batches(max_chunksize=batch_size)
         del table  # before the next row group is decoded
+
+
+def _narrowed(column):
+    """A float64 column as float32 (rounded to nearest, out of range to infinity, as numpy casts);
+    other columns as they are."""
+    if column.type != pa.float64():
+        return column
+    return column.cast(pa.float32(), safe=False)
 
 
 def read_batches(
@@ -909,12 +926,17 @@ def read_batches(
     row_groups: Sequence[int],
     batch_size: int,
     string_dictionaries: bool = False,
+    doubles_as_float32: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """A file's row groups as conformed batches of at most `batch_size` rows (bounded memory).
     With `string_dictionaries`, string columns stored as dictionary pages (those of the first
-    row group) come as dictionary arrays: their values are not decoded nor hashed again."""
+    row group) come as dictionary arrays: their values are not decoded nor hashed again. With
+    `doubles_as_float32`, float64 columns but partition columns (checked against the folder's
+    values as read) come as float32, what a tf.Example's FloatList holds: a whole row group of a
+    wide table is then held at half its doubles' bytes."""
     wanted = set(dataset.schema.names)  # a set: quadratic in columns otherwise
     columns = [name for name in info.schema.names if name in wanted]
+    narrowed = set(columns) - set(dict(info.partitions)) if doubles_as_float32 else set()
     try:
         with dataset.filesystem.open_input_file(info.path) as handle:
             reader = open_parquet(handle)
@@ -924,7 +946,7 @@ def read_batches(
                     handle, metadata=reader.metadata, read_dictionary=dictionaries
                 )
             if _reads_whole_row_groups(info, columns):
-                batches = _whole_row_groups(reader, row_groups, columns, batch_size)
+                batches = _whole_row_groups(reader, row_groups, columns, batch_size, narrowed)
             else:
                 batches = reader.iter_batches(
                     batch_size=batch_size,
@@ -932,6 +954,17 @@ def read_batches(
                     columns=columns,
                     use_threads=False,
                 )
+                if narrowed:
+                    batches = (
+                        pa.RecordBatch.from_arrays(
+                            [
+                                _narrowed(c) if name in narrowed else c
+                                for name, c in zip(b.schema.names, b.columns, strict=True)
+                            ],
+                            names=b.schema.names,
+                        )
+                        for b in batches
+                    )
             for batch in batches:
                 yield conform(batch, dataset, info)
     except (pa.ArrowException, OSError) as e:
