@@ -278,6 +278,40 @@ def test_whole_row_groups_read_as_the_streaming_reader_reads_them(tmp_path, monk
     assert max(sizes) == 700 and sum(sizes) == 5_000
 
 
+@pytest.mark.parametrize("whole", [False, True])
+def test_doubles_read_as_float32_round_as_numpy_and_partitions_stay(tmp_path, monkeypatch, whole):
+    """Both read paths narrow float64 columns as numpy's astype does, bit for bit; a float64
+    partition column kept in the files stays float64 (it is checked against the folder's)."""
+    folder = tmp_path / "x=0.1"
+    folder.mkdir()
+    rng = np.random.default_rng(3)
+    values = rng.standard_normal(3_000) * np.exp(rng.uniform(-120, 120, 3_000))
+    values[:6] = [1.0000000596046448, 3.4028235677973366e38, 1e-46, -0.0, np.nan, -np.inf]
+    table = pa.table(
+        {"d": pa.array(values, mask=rng.random(3_000) < 0.1), "x": pa.array([0.1] * 3_000)}
+    )
+    pq.write_table(table, folder / "part-0.parquet", row_group_size=1_000)
+    dataset = parquet.open_dataset(str(tmp_path))
+    (info,) = dataset.files
+    if whole:
+        monkeypatch.setattr(parquet, "_WHOLE_ROW_GROUP_BYTES", 0)
+        monkeypatch.setattr(parquet, "_PAGE_BYTES", 1 << 30)
+    assert parquet._reads_whole_row_groups(info, ["d", "x"]) is whole
+    groups = list(range(len(info.row_group_rows)))
+    read = pa.Table.from_batches(
+        parquet.read_batches(dataset, info, groups, 700, doubles_as_float32=True)
+    )
+    assert read.schema.field("d").type == pa.float32()
+    assert read.schema.field("x").type == pa.float64()
+    got = read.column("d").combine_chunks()
+    assert got.is_valid().equals(table.column("d").combine_chunks().is_valid())
+    with np.errstate(over="ignore"):
+        expected = values.astype(np.float32)
+    valid = got.is_valid().to_numpy(zero_copy_only=False)
+    bits = got.fill_null(0).to_numpy().view(np.uint32)
+    assert (bits[valid] == expected.view(np.uint32)[valid]).all()
+
+
 def test_only_large_row_groups_of_page_sized_chunks_are_read_whole(tmp_path):
     wide = pa.table({f"c{i}": pa.array(np.arange(4_500, dtype=np.int64) * i) for i in range(2_000)})
     pq.write_table(wide, tmp_path / "wide.parquet", use_dictionary=False, compression="none")
