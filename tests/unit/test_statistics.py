@@ -146,6 +146,14 @@ def test_parts_of_other_features_merge_as_their_features():
         merged.merge(statistics.SplitStatistics.from_bytes(part.to_bytes()))
     got = by_name(statistics.statistics_list(merged))
     whole = by_name(statistics.statistics_list(split_statistics(narrow, 1000, parts=2)))
+    # Folded into an accumulator that has blocks of its own, then shipped as a part: kept.
+    accumulator = statistics.SplitStatistics(features_of(wide.schema))
+    accumulator.merge(statistics.SplitStatistics.from_bytes(parts[1].to_bytes()))
+    shipped = statistics.SplitStatistics.from_bytes(accumulator.to_bytes())
+    assert_same_exact_fields(
+        by_name(statistics.statistics_list(shipped))["x"].num_stats,
+        by_name(statistics.statistics_list(parts[1]))["x"].num_stats,
+    )
     assert got["y"].num_stats.common_stats.num_non_missing == half
     assert got["y"].num_stats.common_stats.num_missing == n - half
     for name in ("x", "k"):

@@ -586,7 +586,8 @@ class SplitStatistics:
         in_blocks = {name for block in self.scalar_blocks.values() for name in block.names}
         features = {}
         for name, stats in self.features.items():
-            if name not in in_blocks:  # theirs are in the blocks until folded
+            # A block's feature is in its block, unless rows were folded into it before.
+            if name not in in_blocks or stats.num_non_missing:
                 stats.compact()
                 features[name] = stats.to_dict()
         blocks = {int(kind): block.to_part() for kind, block in self.scalar_blocks.items()}
@@ -606,7 +607,7 @@ class SplitStatistics:
         }
         for kind, block in result.scalar_blocks.items():
             for name in block.names:
-                result.features[name] = FeatureStatistics(kind, scalar=True)
+                result.features.setdefault(name, FeatureStatistics(kind, scalar=True))
         return result
 
     def merge(self, other: SplitStatistics) -> SplitStatistics:
