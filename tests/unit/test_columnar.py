@@ -278,3 +278,26 @@ def test_uniform_partitions_and_sparse_features_are_read_per_row():
         {"a": tf.io.RaggedFeature(tf.int64, partitions=[tf.io.RaggedFeature.UniformRowLength(2)])}
     )
     assert not reader.readable({"a": tf.io.SparseFeature("i", "v", tf.float32, 4)})
+
+
+def test_a_table_without_a_kind_of_value_reads_as_the_per_row_records_parse(tmp_path):
+    """No float feature: its kind's features are none, in the records as in the reader."""
+    table = pa.table(
+        {
+            "label": pa.array(np.arange(1_500) % 2),
+            "key": pa.array(np.arange(1_500)),
+            "s": pa.array([f"v{i % 7}" for i in range(1_500)], mask=np.arange(1_500) % 5 == 0),
+        }
+    )
+    pq.write_table(table, str(tmp_path / "part.parquet"))
+    schema = schema_of(str(tmp_path), label="label").schema
+    batch = table.to_batches()[0]
+    features = features_of(batch.schema)
+    spec = feature_spec(schema)
+    per_row = tf.io.parse_example(encoding.encode(batch, features).records(), spec)
+    records, layout = _records(batch, features, 1_024, 2)
+    got = _read(records, layout, spec, 512, shuffle=False)
+    keys = _keys(got)
+    assert sorted(keys) == list(range(1_500))
+    for name, expected in per_row.items():
+        assert _by_key(got[name], keys) == _as_lists(expected), name

@@ -733,7 +733,7 @@ class PooledColumns:
     def splits(self, start: int, stop: int, members: Optional[np.ndarray] = None) -> np.ndarray:
         """[feature, row]: where rows [start, stop) of each feature (of `members`, all by
         default) start in its kind's pool, and where the last ends (a new array)."""
-        members = np.arange(len(self.firsts)) if members is None else np.asarray(members)
+        members = np.arange(len(self.firsts)) if members is None else np.asarray(members, np.int64)
         out = self.firsts[members][:, None] + np.arange(start, stop + 1)[None, :]
         at = self._list_position[members]
         listed = at >= 0
