@@ -148,12 +148,11 @@ class ScalarNumerics:
     def to_part(self) -> dict:
         """The block as a part file holds it: its names, and its arrays' bytes (each sketch's
         used items only, end to end)."""
-        used = np.arange(kll.STORE) < self.sizes[:, : kll.MAX_LEVELS].sum(axis=1)[:, None]
         return {
             "names": self.names,
             "state": self.state.tobytes(),
             "sizes": self.sizes.tobytes(),
-            "items": self.items[used].tobytes(),
+            "items": self.items[_used(self.sizes)].tobytes(),
         }
 
     @classmethod
@@ -161,9 +160,13 @@ class ScalarNumerics:
         block = cls(part["names"])
         block.state[:] = np.frombuffer(part["state"], np.float64).reshape(block.state.shape)
         block.sizes[:] = np.frombuffer(part["sizes"], np.int64).reshape(block.sizes.shape)
-        used = np.arange(kll.STORE) < block.sizes[:, : kll.MAX_LEVELS].sum(axis=1)[:, None]
-        block.items[used] = np.frombuffer(part["items"], np.float64)
+        block.items[_used(block.sizes)] = np.frombuffer(part["items"], np.float64)
         return block
+
+
+def _used(sizes: np.ndarray) -> np.ndarray:
+    """[feature, item]: the items a block's sketches hold (each row's first, its levels' sizes)."""
+    return np.arange(kll.STORE) < sizes[:, : kll.MAX_LEVELS].sum(axis=1)[:, None]
 
 
 def _merge_moments(count, mean, m2, other_count, other_mean, other_m2) -> None:

@@ -209,8 +209,9 @@ def weighted(items, sizes):
         if not size:
             continue
         start = _offset(sizes, h)
-        level = items[start : start + size].copy()
-        if h == 0:
+        level = items[start : start + size]
+        if h == 0:  # the only level not kept sorted: sorted apart
+            level = level.copy()
             _radix_sort(level)
         i = j = 0
         while i < filled or j < size:

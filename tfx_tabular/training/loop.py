@@ -279,7 +279,7 @@ def _step_functions(strategy: tf.distribute.Strategy, t: _Trainable, global_batc
         )
 
     @tf.function
-    def evaluate(iterator, steps):
+    def evaluate_batches(iterator, steps):
         done = tf.constant(0, tf.int64)
         while steps < 0 or done < steps:
             batch = iterator.get_next_as_optional()
@@ -289,7 +289,7 @@ def _step_functions(strategy: tf.distribute.Strategy, t: _Trainable, global_batc
             done += 1
         return done
 
-    return train_step, evaluate
+    return train_step, evaluate_batches
 
 
 def _write_summary(writer, step: int, values: dict) -> None:
