@@ -353,3 +353,57 @@ def test_a_sketch_reads_out_its_items_ascending_with_their_weights(values):
     assert (np.diff(got_values) >= 0).all()
     assert sorted(zip(got_values, got_weights, strict=True)) == sorted(expected)
     assert got_weights.sum() == len(values)
+
+
+def string_table(rows: int, seed: int) -> pa.Table:
+    """Scalar strings of every sort the block meets: more distinct values than top-k keeps,
+    values over 1,024 bytes, invalid UTF-8 and non-ASCII text, empty strings, nulls,
+    dictionary pages (an unused and a repeated entry) and a column without a value."""
+    rng = np.random.default_rng(seed)
+    many = np.array([f"v{i}".encode() for i in range(3_000)], dtype=object)[
+        rng.zipf(1.2, rows) % 3_000
+    ]
+    odd = np.array([b"", b"\xff\xfe", "é".encode(), b"x" * 1_500, b"y" * 1_025, b"ok"], object)
+    codes = rng.integers(0, 4, rows)
+    return pa.table(
+        {
+            "many": pa.array(many, pa.binary(), mask=rng.random(rows) < 0.1),
+            "odd": pa.array(odd[rng.integers(0, len(odd), rows)], pa.binary()),
+            "coded": dictionary_column(
+                [None if c == 3 else int(c) for c in codes], ["a", "bb", "a", "unused"]
+            ),
+            "none": pa.nulls(rows, pa.string()),
+            "listed": pa.array([[b"a"]] * rows, pa.list_(pa.binary())),
+        }
+    )
+
+
+def test_scalar_strings_block_gives_the_general_paths_statistics(monkeypatch):
+    """The scalar string block (one compiled call per batch and split) gives the statistics of
+    each feature's own accumulator, byte for byte: counts, top-k with its cuts and labels,
+    distinct counts, invalid UTF-8 and the long-value placeholder, over batches and splits."""
+    table = pa.concat_tables([string_table(3_000, seed) for seed in (1, 2)])
+    features = features_of(table.schema)
+    split_ids = np.random.default_rng(3).integers(0, 3, table.num_rows)
+
+    def published() -> list[bytes]:
+        accumulators = [statistics.SplitStatistics(features) for _ in range(3)]
+        start = 0
+        for batch in table.to_batches(max_chunksize=700):
+            columns = encoding.feature_columns(batch, features)
+            ids = split_ids[start : start + batch.num_rows]
+            statistics.add_batch(accumulators, columns, encoding.PooledColumns(columns), ids)
+            start += batch.num_rows
+        return [statistics.serialized_statistics_list(a) for a in accumulators]
+
+    assert statistics.SplitStatistics(features).string_block.names == [
+        "many",
+        "odd",
+        "coded",
+        "none",
+    ]
+    with_block = published()
+    monkeypatch.setattr(statistics.SplitStatistics, "_new_string_block", lambda self: None)
+    assert published() == with_block
+    many = by_name(statistics.statistics_list(split_statistics(table, 700)))["many"]
+    assert many.string_stats.unique > 1_000  # more than top-k's counters: cuts were made

@@ -1,7 +1,9 @@
 """Example statistics computed in the conversion pass: each split's DatasetFeatureStatisticsList,
 as stock StatisticsGen writes it into an ExampleStatistics artifact (`engine`), from the encoder's
-buffers. Its parts: the string sketches (`sketches`: Misra-Gries top-k, K-minimum values) and
-TFDV's histogram helpers ported to numba (`histograms`).
+buffers. Its parts: the string sketches (`sketches`: Misra-Gries top-k, K-minimum values), the
+blocks that update every scalar numeric (`numeric`, with the `quantiles` sketch) or string
+(`strings`) feature in one compiled call per batch, and TFDV's histogram helpers ported to numba
+(`histograms`).
 
 The package's API is re-exported here; the constants and internals live in `engine`.
 """

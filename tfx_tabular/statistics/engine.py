@@ -55,7 +55,7 @@ from tfx_bsl.sketches import QuantilesSketch
 
 from tfx_tabular.coders.encoding import FeatureValues, PooledColumns
 from tfx_tabular.source.mapping import Feature, Kind
-from tfx_tabular.statistics import histograms, numeric
+from tfx_tabular.statistics import histograms, numeric, strings
 from tfx_tabular.statistics import quantiles as kll
 from tfx_tabular.statistics.numeric import ScalarNumerics
 from tfx_tabular.statistics.sketches import (
@@ -65,6 +65,7 @@ from tfx_tabular.statistics.sketches import (
     string_hash,
     string_table,
 )
+from tfx_tabular.statistics.strings import ScalarStrings
 
 # tensorflow_data_validation.StatsOptions' defaults, as stock StatisticsGen runs it.
 NUM_TOP_VALUES = 20
@@ -83,6 +84,12 @@ NON_UTF8_PLACEHOLDER = "__BYTES_VALUE__"
 LARGE_BYTES_PLACEHOLDER = "__LARGE_BYTES__"
 LARGE_STRING_THRESHOLD = 1024
 FILE_NAME = "FeatureStats.pb"  # stock StatisticsGen's file name in each Split-<name> folder
+_STRING_LIMITS = strings.Limits(
+    top_values=NUM_RANK_HISTOGRAM_BUCKETS,
+    distinct_hashes=NUM_KMV_BUCKETS,
+    long_length=LARGE_STRING_THRESHOLD,
+    placeholder=LARGE_BYTES_PLACEHOLDER.encode(),
+)
 
 
 def _quantiles_sketch() -> QuantilesSketch:
@@ -540,21 +547,26 @@ class FeatureStatistics:
                 mine.merge(theirs)
 
 
-def _is_scalar_numeric(feature: Feature) -> bool:
-    """Kept in a `numeric.ScalarNumerics` block: one value slot per row."""
+def _is_scalar(feature: Feature) -> bool:
+    """One value slot per row (`FeatureValues.slots`), as the blocks read them."""
     return (
         feature.list_depth == 0
         and feature.row_lengths_of is None
-        and feature.kind in (Kind.INT, Kind.FLOAT)
         and not pa.types.is_null(feature.leaf_type)
     )
+
+
+def _is_scalar_numeric(feature: Feature) -> bool:
+    """Kept in a `numeric.ScalarNumerics` block."""
+    return _is_scalar(feature) and feature.kind in (Kind.INT, Kind.FLOAT)
 
 
 class SplitStatistics:
     """The mergeable statistics of one split: its row count and each feature's state. Scalar
     numeric features accumulate in one block per kind (`numeric`), kept as blocks in part files
     and merged as blocks, and folded into their FeatureStatistics when the split's message is
-    made."""
+    made. Scalar string features accumulate in one block (`strings`), folded into their
+    FeatureStatistics when a part is written or the message made."""
 
     def __init__(self, features: Sequence[Feature] = ()):
         self.num_examples = 0
@@ -566,6 +578,19 @@ class SplitStatistics:
             for kind in (Kind.INT, Kind.FLOAT)
         }
         self.scalar_blocks = self._new_blocks()
+        self._string_names = [f.name for f in features if _is_scalar(f) and f.kind == Kind.BYTES]
+        self.string_block = self._new_string_block()
+
+    def _new_string_block(self) -> Optional[ScalarStrings]:
+        return ScalarStrings(self._string_names, _STRING_LIMITS) if self._string_names else None
+
+    def _fold_strings(self) -> None:
+        """Move the string block's state into its features' FeatureStatistics; it starts over."""
+        block = self.string_block
+        for name, fields, top, distinct in block.features() if block else ():
+            if fields["num_non_missing"]:
+                self.features[name].merge(_scalar_string_statistics(fields, top, distinct))
+        self.string_block = self._new_string_block()
 
     def _new_blocks(self) -> dict[Kind, ScalarNumerics]:
         return {kind: ScalarNumerics(names) for kind, names in self._scalar_names.items() if names}
@@ -582,7 +607,9 @@ class SplitStatistics:
     def to_bytes(self) -> bytes:
         """The accumulator as bytes (a shard's part file): JSON numbers and the sketches' own
         serialized forms, so any worker's Python and tfx_bsl can merge it; the scalar numeric
-        blocks as their arrays (`ScalarNumerics.to_part`), merged as arrays too."""
+        blocks as their arrays (`ScalarNumerics.to_part`), merged as arrays too; the string block
+        folded into its features."""
+        self._fold_strings()
         in_blocks = {name for block in self.scalar_blocks.values() for name in block.names}
         features = {}
         for name, stats in self.features.items():
@@ -611,7 +638,10 @@ class SplitStatistics:
         return result
 
     def merge(self, other: SplitStatistics) -> SplitStatistics:
-        """Add `other`'s rows: blocks merge as blocks where they can, else both are folded."""
+        """Add `other`'s rows: numeric blocks merge as blocks where they can, else both are
+        folded; string blocks are folded."""
+        self._fold_strings()
+        other._fold_strings()
         if not self._merge_blocks(other):
             self._fold_scalars()
             other._fold_scalars()
@@ -678,6 +708,17 @@ def _unpack(data: bytes):
     return json.loads(data[8 : 8 + size], object_hook=resolve)
 
 
+def _scalar_string_statistics(fields: dict, top: TopK, distinct: DistinctCount):
+    """A scalar string feature's FeatureStatistics from its block's `fields` and sketches."""
+    stats = FeatureStatistics(Kind.BYTES, scalar=True)
+    for name, value in fields.items():
+        setattr(stats, name, value)
+    stats.tot_num_values = stats.num_non_missing
+    stats.min_num_values = stats.max_num_values = 1
+    stats.top, stats.distinct = top, distinct
+    return stats
+
+
 def _scalar_statistics(kind: Kind, fields: dict, sketch: kll.Quantiles) -> FeatureStatistics:
     """A scalar feature's FeatureStatistics from its block's `fields` and sketch."""
     stats = FeatureStatistics(kind, scalar=True)
@@ -701,7 +742,9 @@ def add_batch(
     rows = split_rows.tolist()
     for split, count in zip(splits, rows, strict=True):
         split.num_examples += count
-    blocks = splits[0].scalar_blocks if splits else {}
+    blocks = dict(splits[0].scalar_blocks) if splits else {}
+    if splits and splits[0].string_block is not None:
+        blocks[Kind.BYTES] = splits[0].string_block
     slots = {name: (kind, i) for kind, b in blocks.items() for i, name in enumerate(b.names)}
     positions = {kind: np.zeros(len(b.names), np.int64) for kind, b in blocks.items()}
     for position, (feature, fv) in enumerate(values):
@@ -714,10 +757,14 @@ def add_batch(
             if rows[index]:
                 split.features[feature.name].add(batch, index)
     for kind, at in positions.items():
-        columns = numeric.pooled_columns(pooled, kind, at)
+        if kind == Kind.BYTES:
+            columns = strings.pooled_columns(pooled, at)
+        else:
+            columns = numeric.pooled_columns(pooled, kind, at)
         for index, split in enumerate(splits):
             if rows[index]:
-                split.scalar_blocks[kind].add(columns, split_ids, index)
+                block = split.string_block if kind == Kind.BYTES else split.scalar_blocks[kind]
+                block.add(columns, split_ids, index)
 
 
 @functools.cache
@@ -893,6 +940,7 @@ def serialized_statistics_list(split: SplitStatistics) -> bytes:
     bytes: the rank histograms (a thousand labelled buckets a string feature) are never parsed into the
     message to be serialized again, which took most of a wide table's publishing."""
     split._fold_scalars()
+    split._fold_strings()
     dataset = statistics_pb2.DatasetFeatureStatistics(num_examples=split.num_examples)
     number = _field_number(dataset, "features")
     pieces = [dataset.SerializeToString()]

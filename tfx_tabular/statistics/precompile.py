@@ -36,7 +36,7 @@ from numba.core import event
 from tfx_tabular.coders import columnar, encoding
 from tfx_tabular.source import parquet
 from tfx_tabular.source.mapping import features_of
-from tfx_tabular.statistics import engine, histograms, numeric, quantiles, sketches
+from tfx_tabular.statistics import engine, histograms, numeric, quantiles, sketches, strings
 
 # The image's NUMBA_CPU_NAME and NUMBA_CPU_FEATURES (the Dockerfile sets them; a test checks):
 # x86-64-v2's features in LLVM's names.
@@ -45,7 +45,7 @@ PORTABLE_TARGET = {
     "NUMBA_CPU_FEATURES": "+64bit,+cmov,+cx8,+fxsr,+mmx,+sse,+sse2,+sse3,+ssse3,+sse4.1,"
     "+sse4.2,+crc32,+popcnt,+cx16,+sahf",
 }
-KERNEL_MODULES = (encoding, columnar, engine, histograms, numeric, quantiles, sketches)
+KERNEL_MODULES = (encoding, columnar, engine, histograms, numeric, quantiles, sketches, strings)
 ROWS = 64  # per file: enough for every path the kernels take (dictionary pages, wide ranges)
 ROW_GROUP_ROWS = 32
 ENCODE_ROWS = 24  # the encoder's batches: smaller than a read batch, as in a conversion
