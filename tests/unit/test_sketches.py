@@ -8,8 +8,8 @@ import pytest
 from tfx_tabular.statistics.sketches import (
     DistinctCount,
     TopK,
-    _hash_order,
     _largest,
+    hash_order,
     string_hash,
     string_table,
 )
@@ -115,7 +115,7 @@ def test_hash_order_sorts_like_numpy_repeats_included(size):
         np.repeat(hashes[:1], size),
         np.concatenate([hashes, hashes[: size // 2]]),
     ):
-        assert np.array_equal(case[_hash_order(case)], np.sort(case))
+        assert np.array_equal(case[hash_order(case)], np.sort(case))
 
 
 @pytest.mark.parametrize("high", [3, 50, 10**9])

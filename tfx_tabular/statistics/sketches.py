@@ -28,7 +28,7 @@ _FNV_PRIME = np.uint64(0x100000001B3)
 
 
 @numba.njit(cache=True, nogil=True)
-def _hash(data, start, end):
+def hash_bytes(data, start, end):
     """(hash, the bytes OR-ed together): FNV-1a over the bytes, then MurmurHash3's finalizer
     (FNV-1a's high bits mix poorly on short strings, and KMV reads the hashes as uniform
     numbers)."""
@@ -47,11 +47,11 @@ def _hash(data, start, end):
 
 def string_hash(value: bytes) -> int:
     """One string's hash, as `string_table` computes it."""
-    return int(_hash(np.frombuffer(value, np.uint8), 0, len(value))[0])
+    return int(hash_bytes(np.frombuffer(value, np.uint8), 0, len(value))[0])
 
 
 @numba.njit(cache=True, nogil=True)
-def _hash_order(hashes):
+def hash_order(hashes):
     """Argsort of uniformly distributed hashes: dealt into about as many buckets as hashes by
     their top bits, then each bucket (a few hashes; repeated ones are not moved)
     insertion-sorted: faster than numba's quicksort at a dictionary's few thousand."""
@@ -91,9 +91,9 @@ def string_table(offsets, data, counts):
     hashes = np.empty(n, np.uint64)
     bits = 0
     for i in range(n):
-        hashes[i], entry_bits = _hash(data, offsets[i], offsets[i + 1])
+        hashes[i], entry_bits = hash_bytes(data, offsets[i], offsets[i + 1])
         bits |= entry_bits
-    order = _hash_order(hashes)
+    order = hash_order(hashes)
     unique = np.empty(n, np.uint64)
     first = np.empty(n, np.int64)
     grouped = np.zeros((n, counts.shape[1]), np.int64)
@@ -109,7 +109,7 @@ def string_table(offsets, data, counts):
 
 
 @numba.njit(cache=True, nogil=True)
-def _merge_counters(hashes_a, counts_a, hashes_b, counts_b, positions_b, capacity):
+def merge_counters(hashes_a, counts_a, hashes_b, counts_b, positions_b, capacity):
     """Two Misra-Gries summaries sorted by hash, added and cut back to `capacity` counters:
     (hashes, counts, source), source indexing a's strings, then b's (b's counter j is string
     positions_b[j])."""
@@ -180,7 +180,7 @@ def _largest_from(counts, rank, low):
 
 
 @numba.njit(cache=True, nogil=True)
-def _merge_minimums(hashes_a, hashes_b, capacity):
+def merge_minimums(hashes_a, hashes_b, capacity):
     """The `capacity` smallest distinct hashes of two ascending arrays of distinct hashes."""
     out = np.empty(min(capacity, len(hashes_a) + len(hashes_b)), np.uint64)
     i = j = k = 0
@@ -259,7 +259,7 @@ class TopK:
     ) -> None:
         """Add distinct values: ascending `hashes`, their counts, and their strings
         `strings[positions]` (large_binary)."""
-        self.hashes, self.counts, source = _merge_counters(
+        self.hashes, self.counts, source = merge_counters(
             self.hashes, self.counts, hashes, counts, positions, self.capacity
         )
         # One compiled call over the buffers: a string column's batches call this per split,
@@ -301,7 +301,7 @@ class DistinctCount:
 
     def add(self, hashes: np.ndarray) -> None:
         """Add ascending distinct hashes."""
-        self.hashes = _merge_minimums(self.hashes, hashes, self.capacity)
+        self.hashes = merge_minimums(self.hashes, hashes, self.capacity)
 
     def merge(self, other: DistinctCount) -> None:
         self.add(other.hashes)

@@ -11,8 +11,9 @@ each present value (`sketches`' hash), counts them per distinct hash, and merges
 feature's sketches exactly as `FeatureStatistics` does: the same sketches, counters and labels.
 
 The block holds each feature's sketches as numba typed lists of arrays (sizes differ between
-features); `feature` gives them back as `sketches.TopK` and `DistinctCount`, which the split's
-part files and merges use, so a block lives only between a shard's first batch and its part.
+features); `ScalarStrings.features` gives them back as `sketches.TopK` and `DistinctCount`,
+which the split's part files and merges use, so a block lives only between a shard's first
+batch and its part.
 """
 
 from __future__ import annotations
@@ -29,11 +30,11 @@ from tfx_tabular.coders.encoding import PooledColumns
 from tfx_tabular.statistics.sketches import (
     DistinctCount,
     TopK,
-    _hash,
-    _hash_order,
-    _merge_counters,
-    _merge_minimums,
     binary_array,
+    hash_bytes,
+    hash_order,
+    merge_counters,
+    merge_minimums,
     string_hash,
 )
 
@@ -74,7 +75,7 @@ def _distinct(hashes, slots, lengths):
             unique[size], first[size] = hashes[i], i
             size += 1
         counts[table[at]] += 1
-    order = _hash_order(unique[:size])
+    order = hash_order(unique[:size])
     picked = first[:size][order]
     return unique[:size][order], counts[:size][order], slots[picked], lengths[picked]
 
@@ -107,7 +108,7 @@ def _add_top(sketches, f, capacity, hashes, counts, starts, ends, pool):
     ascending `hashes`, their `counts`, their strings pool[starts[i]:ends[i]]."""
     top_hashes, top_counts, top_offsets, top_data, _ = sketches
     old = top_hashes[f]
-    merged, merged_counts, source = _merge_counters(
+    merged, merged_counts, source = merge_counters(
         old, top_counts[f], hashes, counts, np.arange(len(hashes)), capacity
     )
     unchanged = len(source) == len(old)
@@ -132,7 +133,7 @@ def _present(pool_starts, pool_ends, pool, first, valid, split_ids, split):
     for r in range(len(valid)):
         if valid[r] and split_ids[r] == split:
             slot = first + r
-            hashes[size], value_bits = _hash(pool, pool_starts[slot], pool_ends[slot])
+            hashes[size], value_bits = hash_bytes(pool, pool_starts[slot], pool_ends[slot])
             slots[size], lengths[size] = slot, pool_ends[slot] - pool_starts[slot]
             bits |= value_bits
             size += 1
@@ -159,7 +160,7 @@ def _add_split(columns, split_ids, split, counts, sketches, limits, placeholder)
         counts[0, f] += len(hashes)
         counts[1, f] += lengths.sum()
         unique, value_counts, unique_slots, unique_lengths = _distinct(hashes, slots, lengths)
-        sketches[4][f] = _merge_minimums(sketches[4][f], unique, distinct_hashes)
+        sketches[4][f] = merge_minimums(sketches[4][f], unique, distinct_hashes)
         short = unique_lengths <= long_length
         long_values = value_counts[~short].sum()
         if long_values:  # as TFDV, top-k counts them as one placeholder value
