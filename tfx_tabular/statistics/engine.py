@@ -589,8 +589,16 @@ class SplitStatistics:
         block = self.string_block
         for name, fields, top, distinct in block.features() if block else ():
             if fields["num_non_missing"]:
-                self.features[name].merge(_scalar_string_statistics(fields, top, distinct))
+                stats = _scalar_statistics(Kind.BYTES, fields, top=top, distinct=distinct)
+                self.features[name].merge(stats)
         self.string_block = self._new_string_block()
+
+    def blocks(self) -> dict[Kind, ScalarNumerics | ScalarStrings]:
+        """Its blocks by the kind of the features they hold."""
+        blocks = dict(self.scalar_blocks)
+        if self.string_block is not None:
+            blocks[Kind.BYTES] = self.string_block
+        return blocks
 
     def _new_blocks(self) -> dict[Kind, ScalarNumerics]:
         return {kind: ScalarNumerics(names) for kind, names in self._scalar_names.items() if names}
@@ -601,7 +609,8 @@ class SplitStatistics:
             for index, name in enumerate(block.names):
                 fields, sketch = block.feature(index)
                 if fields["num_non_missing"]:
-                    self.features[name].merge(_scalar_statistics(kind, fields, sketch))
+                    quantiles = sketch if fields["count"] else None
+                    self.features[name].merge(_scalar_statistics(kind, fields, quantiles=quantiles))
         self.scalar_blocks = self._new_blocks()
 
     def to_bytes(self) -> bytes:
@@ -708,25 +717,14 @@ def _unpack(data: bytes):
     return json.loads(data[8 : 8 + size], object_hook=resolve)
 
 
-def _scalar_string_statistics(fields: dict, top: TopK, distinct: DistinctCount):
-    """A scalar string feature's FeatureStatistics from its block's `fields` and sketches."""
-    stats = FeatureStatistics(Kind.BYTES, scalar=True)
-    for name, value in fields.items():
-        setattr(stats, name, value)
-    stats.tot_num_values = stats.num_non_missing
-    stats.min_num_values = stats.max_num_values = 1
-    stats.top, stats.distinct = top, distinct
-    return stats
-
-
-def _scalar_statistics(kind: Kind, fields: dict, sketch: kll.Quantiles) -> FeatureStatistics:
-    """A scalar feature's FeatureStatistics from its block's `fields` and sketch."""
+def _scalar_statistics(kind: Kind, fields: dict, **sketches) -> FeatureStatistics:
+    """A scalar feature's FeatureStatistics from its block's `fields` and `sketches` (by their
+    FeatureStatistics names)."""
     stats = FeatureStatistics(kind, scalar=True)
-    for name, value in fields.items():
+    for name, value in {**fields, **sketches}.items():
         setattr(stats, name, value)
     stats.tot_num_values = stats.num_non_missing
     stats.min_num_values = stats.max_num_values = 1
-    stats.quantiles = sketch if stats.count else None
     return stats
 
 
@@ -742,9 +740,7 @@ def add_batch(
     rows = split_rows.tolist()
     for split, count in zip(splits, rows, strict=True):
         split.num_examples += count
-    blocks = dict(splits[0].scalar_blocks) if splits else {}
-    if splits and splits[0].string_block is not None:
-        blocks[Kind.BYTES] = splits[0].string_block
+    blocks = splits[0].blocks() if splits else {}
     slots = {name: (kind, i) for kind, b in blocks.items() for i, name in enumerate(b.names)}
     positions = {kind: np.zeros(len(b.names), np.int64) for kind, b in blocks.items()}
     for position, (feature, fv) in enumerate(values):
@@ -763,8 +759,7 @@ def add_batch(
             columns = numeric.pooled_columns(pooled, kind, at)
         for index, split in enumerate(splits):
             if rows[index]:
-                block = split.string_block if kind == Kind.BYTES else split.scalar_blocks[kind]
-                block.add(columns, split_ids, index)
+                split.blocks()[kind].add(columns, split_ids, index)
 
 
 @functools.cache

@@ -14,6 +14,9 @@ The block holds each feature's sketches as numba typed lists of arrays (sizes di
 features); `ScalarStrings.features` gives them back as `sketches.TopK` and `DistinctCount`,
 which the split's part files and merges use, so a block lives only between a shard's first
 batch and its part.
+
+numba caches each kernel by its own file: after changing `sketches`' kernels, change this file
+too (its kernels inline them), or clear its cache.
 """
 
 from __future__ import annotations
@@ -263,8 +266,7 @@ class ScalarStrings:
         top_hashes, top_counts, top_offsets, top_data, distinct = (
             _joined(items) for items in self.sketches
         )
-        rows = zip(*(self.counts[i].tolist() for i in range(len(FIELDS))), strict=True)
-        for f, (name, values) in enumerate(zip(self.names, rows, strict=True)):
+        for f, (name, values) in enumerate(zip(self.names, self.counts.T.tolist(), strict=True)):
             top = TopK(self.limits.top_values)
             top.hashes = _part(top_hashes, f)
             top.counts = _part(top_counts, f)
