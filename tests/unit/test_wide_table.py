@@ -298,9 +298,7 @@ def test_doubles_read_as_float32_round_as_numpy_and_partitions_stay(tmp_path, mo
         monkeypatch.setattr(parquet, "_PAGE_BYTES", 1 << 30)
     assert parquet._reads_whole_row_groups(info, ["d", "x"]) is whole
     groups = list(range(len(info.row_group_rows)))
-    read = pa.Table.from_batches(
-        parquet.read_batches(dataset, info, groups, 700, doubles_as_float32=True)
-    )
+    read = pa.Table.from_batches(parquet.read_batches(dataset, info, groups, 700, narrow=True))
     assert read.schema.field("d").type == pa.float32()
     assert read.schema.field("x").type == pa.float64()
     got = read.column("d").combine_chunks()
@@ -310,6 +308,30 @@ def test_doubles_read_as_float32_round_as_numpy_and_partitions_stay(tmp_path, mo
     valid = got.is_valid().to_numpy(zero_copy_only=False)
     bits = got.fill_null(0).to_numpy().view(np.uint32)
     assert (bits[valid] == expected.view(np.uint32)[valid]).all()
+
+
+def test_whole_row_groups_hold_int64_as_int32_where_every_value_fits(tmp_path, monkeypatch):
+    """Read whole and narrowed, a row group's int64 column whose values all fit comes as int32
+    (nulls kept), one with a value outside int32 as int64; the streaming reader keeps int64."""
+    values = np.arange(3_000, dtype=np.int64) - 1_500
+    values[2_500] = 2**31  # in the third row group only
+    missing = np.arange(3_000) % 7 == 0
+    pq.write_table(
+        pa.table({"n": pa.array(values, mask=missing)}),
+        tmp_path / "part-0.parquet",
+        row_group_size=1_000,
+    )
+    dataset = parquet.open_dataset(str(tmp_path))
+    (info,) = dataset.files
+    streamed = list(parquet.read_batches(dataset, info, [0, 1, 2], 1_000, narrow=True))
+    monkeypatch.setattr(parquet, "_WHOLE_ROW_GROUP_BYTES", 0)
+    monkeypatch.setattr(parquet, "_PAGE_BYTES", 1 << 30)
+    whole = list(parquet.read_batches(dataset, info, [0, 1, 2], 1_000, narrow=True))
+    assert [b.schema.field("n").type for b in streamed] == [pa.int64()] * 3
+    assert [b.schema.field("n").type for b in whole] == [pa.int32(), pa.int32(), pa.int64()]
+    for got in (streamed, whole):
+        read = pa.chunked_array([b.column(0).cast(pa.int64()) for b in got]).combine_chunks()
+        assert read.equals(pa.array(values, mask=missing))
 
 
 def test_only_large_row_groups_of_page_sized_chunks_are_read_whole(tmp_path):
@@ -324,18 +346,30 @@ def test_only_large_row_groups_of_page_sized_chunks_are_read_whole(tmp_path):
     assert not parquet._reads_whole_row_groups(files["narrow.parquet"], ["c"])
 
 
-def test_row_groups_read_whole_convert_to_the_same_records(wide_dataset, tmp_path, monkeypatch):
+def test_row_groups_read_whole_convert_to_the_same_records_and_statistics(
+    wide_dataset, tmp_path, monkeypatch
+):
     dataset, splits = plan.plan_conversion(wide_dataset)
 
-    def records(name: str) -> dict[str, bytes]:
+    def outputs(name: str) -> dict[str, bytes]:
+        """The records and the statistics of a conversion."""
         out = tmp_path / name
         convert.convert(
-            dataset, str(out), splits, plan.OutputOptions(), beam_pipeline_args=IN_MEMORY_BEAM
+            dataset,
+            str(out / "examples"),
+            splits,
+            plan.OutputOptions(),
+            statistics_dir=str(out / "statistics"),
+            beam_pipeline_args=IN_MEMORY_BEAM,
         )
-        paths = sorted(glob.glob(str(out / "Split-*" / "data_tfrecord-*")))
+        paths = sorted(
+            glob.glob(str(out / "examples" / "Split-*" / "data_tfrecord-*"))
+            + glob.glob(str(out / "statistics" / "Split-*" / "FeatureStats.pb"))
+        )
         return {os.path.relpath(p, out): open(p, "rb").read() for p in paths}
 
-    streamed = records("streamed")
+    streamed = outputs("streamed")
+    assert len([p for p in streamed if p.endswith("FeatureStats.pb")]) == len(splits.names)
     monkeypatch.setattr(parquet, "_WHOLE_ROW_GROUP_BYTES", 0)
     assert parquet._reads_whole_row_groups(dataset.files[0], dataset.schema.names)
-    assert records("whole") == streamed
+    assert outputs("whole") == streamed

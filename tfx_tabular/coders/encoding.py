@@ -153,6 +153,8 @@ def _leaf_values(arr: pa.Array, kind: Kind, column: str):
                 f"column {column!r}: uint64 value {pc.max(arr).as_py()} is "
                 f"above the int64 maximum {_INT64_MAX}"
             )
+        # Arrow's cast rather than numpy's astype for int32 (a wide table's narrowed row
+        # groups): numpy's many small arrays fragmented the heap and raised the peak RSS.
         return _slots(arr.cast(pa.int64()), np.int64), None
     if kind == Kind.FLOAT:
         if pa.types.is_decimal(t):

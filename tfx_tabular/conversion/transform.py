@@ -301,7 +301,7 @@ class ConvertShard(beam.DoFn):
                 row_groups,
                 read_rows,
                 string_dictionaries=True,
-                doubles_as_float32=True,
+                narrow=True,
             ):
                 try:
                     columns = encoding.feature_columns(batch, self._features)

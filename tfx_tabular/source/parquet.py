@@ -893,10 +893,10 @@ def _whole_row_groups(
     narrowed: set[str],
 ) -> Iterator[pa.RecordBatch]:
     """`row_groups` decoded one at a time, `_COLUMN_SLICE` columns at a time, as batches; the
-    float64 columns named in `narrowed` as float32 as soon as they are decoded."""
+    columns named in `narrowed` held narrowed (`_held_narrowed`) as soon as they are decoded."""
     for group in row_groups:
         arrays = [
-            _narrowed(column) if name in narrowed else column
+            _held_narrowed(column) if name in narrowed else column
             for start in range(0, len(columns), _COLUMN_SLICE)
             for name, column in zip(
                 columns[start : start + _COLUMN_SLICE],
@@ -920,23 +920,35 @@ def _narrowed(column):
     return column.cast(pa.float32(), safe=False)
 
 
+def _held_narrowed(column):
+    """`_narrowed`, and an int64 column as int32 when every value of it fits (the same values in
+    half the bytes, for a whole row group held while it is encoded)."""
+    if column.type != pa.int64():
+        return _narrowed(column)
+    try:
+        return column.cast(pa.int32())
+    except pa.ArrowInvalid:  # a value outside int32
+        return column
+
+
 def read_batches(
     dataset: Dataset,
     info: ParquetFileInfo,
     row_groups: Sequence[int],
     batch_size: int,
     string_dictionaries: bool = False,
-    doubles_as_float32: bool = False,
+    narrow: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """A file's row groups as conformed batches of at most `batch_size` rows (bounded memory).
     With `string_dictionaries`, string columns stored as dictionary pages (those of the first
     row group) come as dictionary arrays: their values are not decoded nor hashed again. With
-    `doubles_as_float32`, float64 columns but partition columns (checked against the folder's
-    values as read) come as float32, what a tf.Example's FloatList holds: a whole row group of a
-    wide table is then held at half its doubles' bytes."""
+    `narrow`, float64 columns but partition columns (checked against the folder's
+    values as read) come as float32, what a tf.Example's FloatList holds, and int64 columns of a
+    wide table's row groups (read whole) come as int32 where every value of the row group fits:
+    a whole row group is then held at half its doubles' and small integers' bytes."""
     wanted = set(dataset.schema.names)  # a set: quadratic in columns otherwise
     columns = [name for name in info.schema.names if name in wanted]
-    narrowed = set(columns) - set(dict(info.partitions)) if doubles_as_float32 else set()
+    narrowed = set(columns) - set(dict(info.partitions)) if narrow else set()
     try:
         with dataset.filesystem.open_input_file(info.path) as handle:
             reader = open_parquet(handle)
