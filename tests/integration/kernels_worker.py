@@ -1,7 +1,8 @@
 """Run by test_kernels.py as a second process: conversions with statistics and columnar batches
 of the datasets given, on the in-process DirectRunner, as a task would run them; prints one JSON
-line: what numba compiled (not loaded from its cache) and how many kernels it loaded from the
-cache."""
+line: what numba compiled (not loaded from its cache), how many kernels it loaded from the
+cache, whether the cache was warm at the start and how many times the precompile's sample was
+converted."""
 
 import json
 import os
@@ -19,6 +20,11 @@ from tfx_tabular.conversion import convert, plan  # noqa: E402
 from tfx_tabular.statistics import precompile  # noqa: E402
 
 IN_MEMORY_BEAM = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
+
+samples = []
+convert_sample = precompile._convert_sample
+precompile._convert_sample = lambda folder: samples.append(convert_sample(folder))
+warm = precompile.cache_is_warm()
 
 for data in sys.argv[1:]:
     out = tempfile.mkdtemp()
@@ -40,4 +46,4 @@ compiled = sorted(
     }
 )
 loaded = sum(sum(k.stats.cache_hits.values()) for k in precompile.kernels())
-print(json.dumps({"compiled": compiled, "loaded": loaded}))
+print(json.dumps({"compiled": compiled, "loaded": loaded, "warm": warm, "samples": len(samples)}))

@@ -1,6 +1,7 @@
 """The conversion's numba kernels compiled once: the image's build step (the precompile command,
-with the image's NUMBA_* environment) fills a cache that a second process loads every kernel
-from, compiling nothing and writing nothing; a conversion that must compile says so once."""
+with the image's NUMBA_* environment) fills a cache, and marks it warm, that a second process
+loads every kernel from as its conversions call them, compiling nothing, writing nothing and
+converting no sample; a conversion that must compile says so once."""
 
 import datetime
 import decimal
@@ -16,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tfx_tabular.statistics.precompile import PORTABLE_TARGET
+from tfx_tabular.statistics.precompile import MARKER, PORTABLE_TARGET
 
 WORKER = str(pathlib.Path(__file__).with_name("kernels_worker.py"))
 CLI = os.path.join(os.path.dirname(sys.executable), "tfx-tabular")
@@ -50,6 +51,7 @@ def image_cache(tmp_path_factory) -> pathlib.Path:
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "kernels compiled in" in result.stderr, result.stderr
+    assert len(list(cache.rglob(MARKER))) == 1
     return cache
 
 
@@ -111,26 +113,35 @@ def test_a_second_process_loads_every_kernel_without_compiling(
     report = json.loads(result.stdout.splitlines()[-1])
     assert report["compiled"] == [], "\n".join(report["compiled"])
     assert report["loaded"] > 0
+    assert report["warm"] and report["samples"] == 0
     assert _listing(cache) == before  # nothing added or rewritten: the image's cache suffices
     assert COMPILING not in result.stderr
 
 
 def test_convert_says_once_that_it_compiles(image_cache, tmp_path, demo_dataset):
-    """A cache without one of the kernels: the conversion compiles it before its timed part,
-    saying so once, and how long it took (with the whole cache, nothing is said: above)."""
+    """A cache without one of the kernels (its marker no longer matches): the conversion
+    compiles it before its timed part, saying so once, and how long it took (with the whole
+    cache, nothing is said: above), then marks the cache warm again."""
     cache = tmp_path / "cache"
     shutil.copytree(image_cache, cache)
     removed = list(cache.glob("coders_*/encoding.gather_records-*"))
     assert removed, sorted(_listing(cache))
     for path in removed:
         path.unlink()
-    result = subprocess.run(
-        [CLI, "convert", demo_dataset, str(tmp_path / "out")],
-        env=_image_env(cache),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stderr.count(COMPILING) == 1
-    assert "kernels compiled in" in result.stderr
+
+    def convert(name: str) -> str:
+        """The CLI's conversion into `name`, with the cache; its stderr."""
+        result = subprocess.run(
+            [CLI, "convert", demo_dataset, str(tmp_path / name)],
+            env=_image_env(cache),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        return result.stderr
+
+    first = convert("out")
+    assert first.count(COMPILING) == 1
+    assert "kernels compiled in" in first
+    assert COMPILING not in convert("again")

@@ -12,6 +12,12 @@ which its tasks then use too. numba keys cached code by CPU name and features, s
 for the build machine's own CPU would not be used (nor safe) on another; this target is
 x86-64-v2, which every x86-64 CPU since 2009 has (SSE4.2, with its CRC32C instruction, which the
 encoder's TFRecord framing uses).
+
+Once every kernel is in the cache, `compile_kernels` leaves a marker there (MARKER): the state
+that decides whether numba would load them all (its version, the CPU target, the kernel modules'
+source stamps and the cache's files). A later process that finds the same state skips the sample
+conversion, and loads each kernel only when the conversion first calls it: loading all of them
+up front held memory for kernels a conversion never calls.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import argparse
 import contextlib
 import datetime
 import decimal
+import json
 import os
 import sys
 import tempfile
@@ -27,6 +34,7 @@ import threading
 import time
 from typing import Callable, Iterator, Optional
 
+import llvmlite.binding
 import numba
 import numpy as np
 import pyarrow as pa
@@ -50,6 +58,9 @@ ROWS = 64  # per file: enough for every path the kernels take (dictionary pages,
 ROW_GROUP_ROWS = 32
 ENCODE_ROWS = 24  # the encoder's batches: smaller than a read batch, as in a conversion
 COLUMNAR_ROWS = 16  # rows per columnar record: several per read batch, rows left for the next
+# In the first kernel module's cache folder: the cache's state (`_cache_state`) when it last
+# held every kernel.
+MARKER = "tfx_tabular_kernels.json"
 
 
 def kernels() -> list:
@@ -189,24 +200,78 @@ def watching_compiles(on_first: Callable[[], None]) -> Iterator[_CompileWatch]:
         yield watch
 
 
+def _stamp(path: str) -> list:
+    """A file's modification time and size: what numba compares to tell a stale cache entry."""
+    st = os.stat(path)
+    return [st.st_mtime_ns, st.st_size]
+
+
+def _cache_state() -> dict:
+    """What decides whether numba loads every kernel from its cache, as JSON values."""
+    folders = sorted({k.stats.cache_path for k in kernels()})
+    cpu = numba.config.CPU_NAME or llvmlite.binding.get_host_cpu_name()
+    features = numba.config.CPU_FEATURES or llvmlite.binding.get_host_cpu_features().flatten()
+    top = os.path.commonpath(folders)  # names below it: a copied cache stays warm
+    files = {}
+    for folder in folders:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.name.endswith((".nbi", ".nbc")):
+                    files[os.path.relpath(entry.path, top)] = _stamp(entry.path)
+    return {
+        "numba": numba.__version__,
+        "cpu": [cpu, features],
+        "sources": {module.__name__: _stamp(module.__file__) for module in KERNEL_MODULES},
+        "cache": files,
+    }
+
+
+def _marker_path() -> str:
+    return os.path.join(kernels()[0].stats.cache_path, MARKER)
+
+
+def cache_is_warm() -> bool:
+    """True when the marker says numba's cache holds every kernel for this process's state."""
+    try:
+        with open(_marker_path()) as f:
+            return json.load(f) == _cache_state()
+    except (OSError, ValueError):
+        return False
+
+
+def _write_marker() -> None:
+    """The marker, written whole (a read-only cache goes without: the sample runs each time)."""
+    path = _marker_path()
+    temporary = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        with open(temporary, "w") as f:
+            json.dump(_cache_state(), f)
+        os.replace(temporary, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.remove(temporary)
+
+
 _lock = threading.Lock()
-_done = False  # the kernels are in this process
+_done = False  # the kernels are in this process, or in a cache it found warm
 
 
 def compile_kernels(on_compiling: Optional[Callable[[], None]] = None) -> float:
     """Compile, or load from numba's cache, every kernel with every argument type a conversion
-    uses, once per process; returns the seconds spent compiling (0.0 when all came from the
-    cache, or were here already). `on_compiling()` is called when the first kernel starts
-    compiling."""
+    uses, once per process, unless the cache is warm (`cache_is_warm`); returns the seconds
+    spent compiling (0.0 when all came from the cache, or were here already). `on_compiling()`
+    is called when the first kernel starts compiling."""
     global _done
     with _lock:
-        if _done:
+        if _done or cache_is_warm():
+            _done = True
             return 0.0
         start = time.perf_counter()
         with watching_compiles(on_compiling or (lambda: None)) as watch:
             with tempfile.TemporaryDirectory(prefix="tfx-tabular-kernels-") as folder:
                 _write_sample(folder, np.random.default_rng(0))
                 _convert_sample(folder)
+        _write_marker()
         _done = True
     return time.perf_counter() - start if watch.compiled else 0.0
 
