@@ -740,7 +740,8 @@ def add_batch(
     rows = split_rows.tolist()
     for split, count in zip(splits, rows, strict=True):
         split.num_examples += count
-    blocks = splits[0].blocks() if splits else {}
+    split_blocks = [split.blocks() for split in splits]
+    blocks = split_blocks[0] if splits else {}
     slots = {name: (kind, i) for kind, b in blocks.items() for i, name in enumerate(b.names)}
     positions = {kind: np.zeros(len(b.names), np.int64) for kind, b in blocks.items()}
     for position, (feature, fv) in enumerate(values):
@@ -757,9 +758,9 @@ def add_batch(
             columns = strings.pooled_columns(pooled, at)
         else:
             columns = numeric.pooled_columns(pooled, kind, at)
-        for index, split in enumerate(splits):
+        for index, split_block in enumerate(split_blocks):
             if rows[index]:
-                split.blocks()[kind].add(columns, split_ids, index)
+                split_block[kind].add(columns, split_ids, index)
 
 
 @functools.cache
