@@ -83,7 +83,7 @@ def _records(
     records = []
     for rows in np.array_split(np.arange(batch.num_rows), pieces):
         pooled = encoding.PooledColumns(encoding.feature_columns(batch, features))
-        records.extend(buffer.add(columnar.PooledBatch(buffer.encoder.kinds, pooled), rows))
+        records.extend(buffer.add(pooled, rows))
     records.extend(buffer.flush())
     layout = columnar.layout_of(order, batch_rows, {"train": batch.num_rows}, slice_rows)
     return [r.tobytes()[12:-4] for r in records], layout

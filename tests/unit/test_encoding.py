@@ -863,10 +863,10 @@ def test_crc32c_kernels_match_the_standard_check_value_and_each_other():
     data = np.random.default_rng(7).integers(0, 256, 5000).astype(np.uint8)
     kernels = [encoding._crc32c_table] + ([encoding._crc32c_sse42] if encoding._HAS_SSE42 else [])
     for kernel in kernels:
-        assert kernel(check, 0, 9, encoding._CRC_TABLES) == 0xE3069283
+        assert kernel(check, 0, 9, encoding.CRC_TABLES) == 0xE3069283
         for start, end in [(0, 5000), (3, 4999), (5, 5), (1, 8), (7, 23)]:
-            assert kernel(data, start, end, encoding._CRC_TABLES) == encoding._crc32c_table(
-                data, start, end, encoding._CRC_TABLES
+            assert kernel(data, start, end, encoding.CRC_TABLES) == encoding._crc32c_table(
+                data, start, end, encoding.CRC_TABLES
             )
 
 

@@ -15,9 +15,10 @@ Why slices: parsing slice s of several records in one `parse_example` call gives
 already concatenated, so a training batch mixes rows of several records with no copy beyond the
 parse itself (see `tfx_tabular.training.columnar`).
 
-Records are written by the same compiled serializer as per-row Examples, one call per record
-(an Example whose features are the slices of the columns); the rows a record takes from each
-read batch are gathered for all features of a kind at once.
+A record is written straight from the read batches' pools (`encoding.PooledColumns`, which the
+per-row encoding reads too): per kind and batch, one compiled call sizes the value lists of the
+rows the record takes, and after the record's frame and headers are laid out, one writes the
+values in place; nothing is gathered in between.
 """
 
 from __future__ import annotations
@@ -116,70 +117,172 @@ def layout_of(
     )
 
 
-class PooledBatch:
-    """A read batch's columns as records take rows from them, for every feature of a kind at
-    once: the batch's pools (`encoding.PooledColumns`, shared with the per-row encoding) and,
-    per kind, each of its features' (in layout order) row starts there and value counts per row
-    (0 for a null: a null scalar still owns a slot). Built once per batch, shared by the
-    splits."""
-
-    def __init__(self, kinds: dict, pooled: encoding.PooledColumns):
-        self.rows = pooled.rows
-        self.starts, self.lengths = {}, {}
-        for kind, members in kinds.items():
-            splits = pooled.splits(0, pooled.rows, members)
-            self.starts[kind] = splits  # row r starts at column r (the last column: the end)
-            # int32: held until records fill
-            self.lengths[kind] = (np.diff(splits, axis=1) * pooled.valid[members]).astype(np.int32)
-        ints, floats, string_starts, self.string_ends, self.data = pooled.pools
-        # Each kind's items: values, or for BYTES each string's start in `data`.
-        self.items = {Kind.INT: ints, Kind.FLOAT: floats, Kind.BYTES: string_starts}
-
-
 @numba.njit(cache=True, nogil=True)
-def _row_counts(lengths, rows):
-    """Each feature's (row of `lengths`) items in rows `rows`."""
-    counts = np.zeros(lengths.shape[0], np.int64)
-    for f in range(lengths.shape[0]):
+def _size_rows(kind, rows_of, items, ends, rows, row0, slice_rows, members, payloads, lengths):
+    """Sizing, for rows `rows` of a batch's features of `kind` (`members`: their indices in the
+    layout and the batch alike) placed from record row `row0` on: each row's value count into
+    lengths[feature], and the bytes its values take in its slice's value list into
+    payloads[slice, feature]."""
+    firsts, list_positions, list_splits, valid = rows_of
+    for f in members:
+        first, at = firsts[f], list_positions[f]
+        row, s = row0, row0 // slice_rows
+        boundary = (s + 1) * slice_rows
+        payload = 0
         for r in rows:
-            counts[f] += lengths[f, r]
-    return counts
+            if row == boundary:
+                payloads[s, f] += payload
+                payload, s, boundary = 0, s + 1, boundary + slice_rows
+            # A scalar's row is its first slot plus r, a list's in the lists' splits; a null
+            # has no values (a null scalar still owns a slot). Inline: a compiled helper taking
+            # the arrays counted references at every call, several times this loop's work.
+            if at < 0:
+                start, n = first + r, 1 if valid[f, r] else 0
+            else:
+                start = list_splits[at, r]
+                n = list_splits[at, r + 1] - start if valid[f, r] else 0
+            lengths[f, row] = n
+            row += 1
+            if kind == 3:  # FloatList: packed fixed32
+                payload += 4 * n
+            elif kind == 2:  # Int64List: packed varints
+                for k in range(start, start + n):
+                    payload += encoding.varint_size(items[k])
+            else:  # BytesList: a tag and a length before each string
+                for k in range(start, start + n):
+                    length = ends[k] - np.int64(items[k])
+                    payload += 1 + encoding.varint_size(length) + length
+        payloads[s, f] += payload
 
 
 @numba.njit(cache=True, nogil=True)
-def _take_rows(batch, rows, shift, out, firsts, row0, slice_rows):
-    """Rows `rows` of a batch's features of one kind, in that order, from record row `row0` on:
-    each feature f's items into out.items from firsts[f] on (plus `shift`, 0: as they are; for
-    strings, their ends too), its row lengths into out.lengths[f], and where each of its slices
-    starts into out.slice_items."""
-    starts, lengths, items, ends = batch
-    out_items, out_ends, out_lengths, slice_items = out
-    for f in range(starts.shape[0]):
-        pos = firsts[f]
-        for i in range(len(rows)):
-            row, r = row0 + i, rows[i]
-            if row % slice_rows == 0:
-                slice_items[row // slice_rows, f] = pos
-            n, start = lengths[f, r], starts[f, r]
-            out_lengths[f, row] = n
-            for k in range(n):
-                if shift:
-                    out_items[pos + k] = items[start + k] + shift
-                else:
-                    out_items[pos + k] = items[start + k]
-            for k in range(n if len(ends) else 0):
-                out_ends[pos + k] = ends[start + k] + shift
-            pos += n
+def _write_rows(kind, rows_of, items, ends, data, rows, row0, slice_rows, members, cursors, buf):
+    """Writing, the pass after `_size_rows` with the same arguments: the rows' values at each
+    (slice, feature)'s cursor into `buf`, moving the cursors on."""
+    item_bytes = items.view(np.uint8)  # read for floats
+    firsts, list_positions, list_splits, valid = rows_of
+    for f in members:
+        first, at = firsts[f], list_positions[f]
+        row, s = row0, row0 // slice_rows
+        boundary = (s + 1) * slice_rows
+        pos = cursors[s, f]
+        for r in rows:
+            if row == boundary:
+                cursors[s, f] = pos
+                s, boundary = s + 1, boundary + slice_rows
+                pos = cursors[s, f]
+            if at < 0:  # as in `_size_rows`
+                start, n = first + r, 1 if valid[f, r] else 0
+            else:
+                start = list_splits[at, r]
+                n = list_splits[at, r + 1] - start if valid[f, r] else 0
+            row += 1
+            if kind == 3:
+                for k in range(4 * n):
+                    buf[pos + k] = item_bytes[4 * start + k]
+                pos += 4 * n
+            elif kind == 2:
+                for k in range(start, start + n):
+                    pos = encoding.put_varint(buf, pos, items[k])
+            else:
+                for k in range(start, start + n):
+                    b0 = np.int64(items[k])
+                    length = ends[k] - b0
+                    buf[pos] = 0x0A
+                    pos = encoding.put_varint(buf, pos + 1, length)
+                    for j in range(length):
+                        buf[pos + j] = data[b0 + j]
+                    pos += length
+        cursors[s, f] = pos
 
 
-_NO_ENDS = np.zeros(0, np.int64)  # a numeric kind's string ends: none
+@numba.njit(cache=True, nogil=True, inline="always")
+def _entry_sizes(header, kind, payload):
+    """A map entry's bytes inside the Features message, and its Feature's, for a value list of
+    `kind` whose values take `payload` bytes."""
+    size = encoding.list_size(kind, payload)
+    feature = 1 + encoding.varint_size(size) + size
+    entry = header + encoding.varint_size(feature) + feature
+    return entry, feature, size
+
+
+@numba.njit(cache=True, nogil=True)
+def _put_entry_head(buf, pos, headers, offsets, e, kind, payload):
+    """Entry `e`'s bytes up to its values (key, Feature, list and packed headers); returns where
+    its values go."""
+    h0, header = offsets[e], offsets[e + 1] - offsets[e]
+    entry, feature, size = _entry_sizes(header, kind, payload)
+    buf[pos] = 0x0A
+    pos = encoding.put_varint(buf, pos + 1, entry)
+    for k in range(header):
+        buf[pos + k] = headers[h0 + k]
+    pos = encoding.put_varint(buf, pos + header, feature)
+    # Feature.kind field numbers: bytes_list 1, float_list 2, int64_list 3.
+    buf[pos] = 0x0A if kind == 1 else (0x12 if kind == 3 else 0x1A)
+    pos = encoding.put_varint(buf, pos + 1, size)
+    if kind != 1 and payload > 0:
+        buf[pos] = 0x0A
+        pos = encoding.put_varint(buf, pos + 1, payload)
+    return pos
+
+
+@numba.njit(cache=True, nogil=True)
+def _record_frame(headers, offsets, kinds, widths, payloads, lengths, slice_rows, tables):
+    """A record's buffer with everything but the values: the TFRecord frame (its data CRC left
+    to `_seal`), each value list's headers, and each (slice, feature)'s row-length bytes (uint8
+    or little-endian int32, by `widths`); returns it and where each value list's values go."""
+    slices, count = payloads.shape
+    rows = lengths.shape[1]
+    body = 0
+    for s in range(slices):
+        row_bytes = min(slice_rows, rows - s * slice_rows)
+        for f in range(count):
+            e = 2 * (s * count + f)
+            entry = _entry_sizes(offsets[e + 1] - offsets[e], kinds[f], payloads[s, f])[0]
+            body += 1 + encoding.varint_size(entry) + entry
+            nbytes = widths[f] * row_bytes
+            lengths_payload = 1 + encoding.varint_size(nbytes) + nbytes
+            entry = _entry_sizes(offsets[e + 2] - offsets[e + 1], 1, lengths_payload)[0]
+            body += 1 + encoding.varint_size(entry) + entry
+    total = 16 + 1 + encoding.varint_size(body) + body
+    buf = np.empty(total, dtype=np.uint8)
+    length = np.uint64(total - 16)
+    for k in range(8):
+        buf[k] = np.uint8((length >> np.uint64(8 * k)) & np.uint64(0xFF))
+    encoding.put_masked_crc(buf, 8, 0, 8, tables)
+    buf[12] = 0x0A
+    pos = encoding.put_varint(buf, 13, body)
+    cursors = np.empty((slices, count), dtype=np.int64)
+    for s in range(slices):
+        first, stop = s * slice_rows, min(rows, (s + 1) * slice_rows)
+        for f in range(count):
+            e = 2 * (s * count + f)
+            cursors[s, f] = _put_entry_head(buf, pos, headers, offsets, e, kinds[f], payloads[s, f])
+            pos = cursors[s, f] + payloads[s, f]
+            nbytes = widths[f] * (stop - first)
+            pos = _put_entry_head(
+                buf, pos, headers, offsets, e + 1, 1, 1 + encoding.varint_size(nbytes) + nbytes
+            )
+            buf[pos] = 0x0A
+            pos = encoding.put_varint(buf, pos + 1, nbytes)
+            for r in range(first, stop):
+                n = lengths[f, r]
+                for k in range(widths[f]):
+                    buf[pos + k] = np.uint8((n >> (8 * k)) & 0xFF)
+                pos += widths[f]
+    return buf, cursors
+
+
+@numba.njit(cache=True, nogil=True)
+def _seal(buf, tables):
+    """The record's data CRC, once its values are written."""
+    encoding.put_masked_crc(buf, len(buf) - 4, 12, len(buf) - 4, tables)
 
 
 class RecordEncoder:
-    """Writes records of rows taken from `PooledBatch`es of `features`, in slices of
-    `slice_rows` rows, with one serializer call per record and, per record, a few array
-    operations per kind of value whatever the number of features. A record's entries are
-    ordered slice by slice, so a shorter record's keys are a prefix of a full one's."""
+    """Writes records of rows taken from read batches (`encoding.PooledColumns` of `features`),
+    in slices of `slice_rows` rows, as the module docstring says. A record's entries are ordered
+    slice by slice, so a shorter record's keys are a prefix of a full one's."""
 
     def __init__(self, features: Sequence[Feature], batch_rows: int, slice_rows: int):
         self._slice_rows = slice_rows
@@ -192,102 +295,70 @@ class RecordEncoder:
             for key in (values_key, lengths_key)
         ]
         self._headers = encoding.key_headers(names)
-        kinds = np.full((slices, count, 2), int(Kind.BYTES), np.int64)
-        kinds[:, :, 0] = [int(f.kind) for f in features]
-        self._kinds = kinds.reshape(-1)
-        self.kinds = {
-            kind: [i for i, f in enumerate(features) if f.kind == kind]
+        self._kinds = np.array([int(f.kind) for f in features], np.int64)
+        self._widths = np.array([1 if lengths_dtype(f) == "uint8" else 4 for f in features])
+        self._members = {
+            kind: np.array([i for i, f in enumerate(features) if f.kind == kind], np.int64)
             for kind in (Kind.INT, Kind.FLOAT, Kind.BYTES)
+            if any(f.kind == kind for f in features)
         }
-        # A record's row-length bytes: every uint8 feature's rows, then every int32 feature's;
-        # feature i's row r at byte base + _width[i] * (_position[i] * rows + r), where base is
-        # 0 for uint8 features and the uint8 features' bytes for int32 ones (see `_encoded`).
-        narrow = np.array([lengths_dtype(f) == "uint8" for f in features], bool)
-        self._narrow = np.flatnonzero(narrow)
-        self._wide = np.flatnonzero(~narrow)
-        self._width = np.where(narrow, 1, 4)
-        self._position = np.empty(count, np.int64)
-        self._position[self._narrow] = np.arange(len(self._narrow))
-        self._position[self._wide] = np.arange(len(self._wide))
 
-    def encode(self, pieces: Sequence[tuple[PooledBatch, np.ndarray]]) -> np.ndarray:
+    def encode(self, pieces: Sequence[tuple[encoding.PooledColumns, np.ndarray]]) -> np.ndarray:
         """One framed TFRecord holding rows `rows` of each (batch, rows) piece, in order."""
         rows = sum(len(r) for _, r in pieces)
-        starts = np.arange(0, rows, self._slice_rows)
-        stops = np.minimum(starts + self._slice_rows, rows)
-        lengths = np.empty((len(self._width), rows), np.int32)
-        # [slice, feature, (values, lengths), (first item, end)] into the kinds' pools.
-        splits = np.empty((len(starts), len(self._width), 2, 2), np.int64)
-        pools = {
-            kind: self._gather(kind, members, pieces, lengths, splits) if members else None
-            for kind, members in self.kinds.items()
-        }
-        return self._encoded(pools, lengths, splits, starts, stops)
-
-    def _gather(self, kind: Kind, members: list, pieces, lengths, splits):
-        """The values of the pieces' rows of `kind`'s features (`members`), feature-major
-        (strings: their [start, end) into the pieces' data laid end to end, and those data
-        arrays); fills the members' rows of `lengths` and their value entries in `splits`."""
-        counts = np.stack([_row_counts(b.lengths[kind], r) for b, r in pieces])
-        # Where piece p's values of feature f go: after every piece's values of the features
-        # before f, and the earlier pieces' values of f.
-        firsts = np.cumsum(counts, axis=0) - counts + encoding.cumulative(counts.sum(axis=0))[:-1]
-        total = int(counts.sum())
-        strings = kind == Kind.BYTES
-        kind_lengths = np.empty((len(members), lengths.shape[1]), np.int32)
-        slice_items = np.empty((len(splits) + 1, len(members)), np.int64)
-        out = (
-            np.empty(total, np.int64 if strings else pieces[0][0].items[kind].dtype),
-            np.empty(total if strings else 0, np.int64),
-            kind_lengths,
-            slice_items,
-        )
-        row, data_base = 0, 0
-        for (batch, rows), first in zip(pieces, firsts, strict=True):
-            ends = batch.string_ends if strings else _NO_ENDS
-            taken = (batch.starts[kind], batch.lengths[kind], batch.items[kind], ends)
-            _take_rows(taken, rows, data_base, out, first, row, self._slice_rows)
-            row += len(rows)
-            data_base += len(batch.data) if strings else 0
-        slice_items[-1] = firsts[-1] + counts[-1]  # each feature's end
-        lengths[members] = kind_lengths
-        splits[:, members, 0, 0] = slice_items[:-1]
-        splits[:, members, 0, 1] = slice_items[1:]
-        if strings:
-            return out[0], out[1], [batch.data for batch, _ in pieces]
-        return out[0]
-
-    def _encoded(self, pools: dict, lengths: np.ndarray, splits, starts, stops) -> np.ndarray:
-        """The record: value entries from `pools`, each (slice, feature)'s row lengths one
-        string appended to the BYTES pool."""
-        rows = lengths.shape[1]
-        length_bytes = [
-            lengths[self._narrow].astype(np.uint8).ravel(),
-            lengths[self._wide].astype("<i4").ravel().view(np.uint8),
-        ]
-        base = np.where(self._width == 1, 0, len(self._narrow) * rows)
-        first = base + self._width * self._position * rows  # [feature]
-        length_starts = (first[None, :] + self._width[None, :] * starts[:, None]).ravel()
-        length_ends = (first[None, :] + self._width[None, :] * stops[:, None]).ravel()
-        no_strings = (np.zeros(0, np.int64), np.zeros(0, np.int64), [])
-        value_starts, value_ends, data = pools[Kind.BYTES] or no_strings
-        data_bytes = sum(len(d) for d in data)
-        strings = len(value_starts)
-        entries = np.arange(len(starts) * len(self._width)).reshape(len(starts), -1) + strings
-        splits[:, :, 1, 0] = entries
-        splits[:, :, 1, 1] = entries + 1
-        arrays = (
-            np.zeros(0, np.int64) if pools[Kind.INT] is None else pools[Kind.INT],
-            np.zeros(0, np.float32) if pools[Kind.FLOAT] is None else pools[Kind.FLOAT],
-            np.concatenate([value_starts, length_starts + data_bytes]),
-            np.concatenate([value_ends, length_ends + data_bytes]),
-            np.concatenate([*data, *length_bytes]),  # the pieces' strings copied once
-        )
-        entries = splits.size // 2
+        slices = -(-rows // self._slice_rows)
+        payloads = np.zeros((slices, len(self._kinds)), np.int64)
+        lengths = np.empty((len(self._kinds), rows), np.int32)
+        for kind, members, (rows_of, items, ends, _), chosen, row0 in self._taken(pieces):
+            _size_rows(
+                kind,
+                rows_of,
+                items,
+                ends,
+                chosen,
+                row0,
+                self._slice_rows,
+                members,
+                payloads,
+                lengths,
+            )
         buffer, offsets = self._headers
-        return encoding.encode_example(
-            self._kinds[:entries], (buffer, offsets[: entries + 1]), splits.reshape(-1, 2), arrays
+        buf, cursors = _record_frame(
+            buffer,
+            offsets,
+            self._kinds,
+            self._widths,
+            payloads,
+            lengths,
+            self._slice_rows,
+            encoding.CRC_TABLES,
         )
+        for kind, members, taken, chosen, row0 in self._taken(pieces):
+            _write_rows(kind, *taken, chosen, row0, self._slice_rows, members, cursors, buf)
+        _seal(buf, encoding.CRC_TABLES)
+        return buf
+
+    def _taken(self, pieces):
+        """Per kind and piece: what the compiled passes read of the piece's batch."""
+        for kind, members in self._members.items():
+            row0 = 0
+            for batch, chosen in pieces:
+                ints, floats, string_starts, string_ends, data = batch.pools
+                if kind == Kind.BYTES:
+                    taken = (batch.rows_of, string_starts, string_ends, data)
+                else:
+                    taken = (
+                        batch.rows_of,
+                        ints if kind == Kind.INT else floats,
+                        _NO_ENDS,
+                        _NO_DATA,
+                    )
+                yield int(kind), members, taken, chosen, row0
+                row0 += len(chosen)
+
+
+_NO_ENDS = np.zeros(0, np.int64)  # a numeric kind's string ends: none
+_NO_DATA = np.zeros(0, np.uint8)
 
 
 class RecordBuffer:
@@ -297,11 +368,11 @@ class RecordBuffer:
     def __init__(self, features: Sequence[Feature], batch_rows: int, slice_rows: int = SLICE_ROWS):
         self._batch_rows = batch_rows
         self.encoder = RecordEncoder(features, batch_rows, min(slice_rows, batch_rows))
-        self._pieces: list[tuple[PooledBatch, np.ndarray]] = []
+        self._pieces: list[tuple[encoding.PooledColumns, np.ndarray]] = []
         self._rows = 0
         self.records = 0
 
-    def add(self, batch: PooledBatch, rows: Optional[np.ndarray]) -> Iterator:
+    def add(self, batch: encoding.PooledColumns, rows: Optional[np.ndarray]) -> Iterator:
         """Adds rows `rows` (all when None) of `batch`; yields each record they complete."""
         rows = np.arange(batch.rows) if rows is None else rows
         if not len(rows):

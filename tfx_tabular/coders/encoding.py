@@ -283,17 +283,17 @@ def _crc32c_tables() -> np.ndarray:
     return table
 
 
-_CRC_TABLES = _crc32c_tables()
+CRC_TABLES = _crc32c_tables()
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _varint_size(v) -> int:
+def varint_size(v) -> int:
     bits = 64 - leading_zeros(np.uint64(v) | np.uint64(1))  # 0 takes one byte, like 1
     return (bits * 9 + 64) // 64  # ceil(bits / 7) for bits in 1..64
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _put_varint(buf, pos, v):
+def put_varint(buf, pos, v):
     v = np.uint64(v)
     while v >= 0x80:
         buf[pos] = np.uint8((v & np.uint64(0x7F)) | np.uint64(0x80))
@@ -383,7 +383,7 @@ _crc32c = _crc32c_sse42 if _HAS_SSE42 else _crc32c_table
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _put_masked_crc(buf, pos, start, end, tables):
+def put_masked_crc(buf, pos, start, end, tables):
     """TFRecord's masked CRC32C of buf[start:end], little-endian at buf[pos:pos + 4]."""
     crc = _crc32c(buf, start, end, tables)
     masked = np.uint32(((crc >> 15) | (crc << 17)) + np.uint32(0xA282EAD8))
@@ -392,12 +392,12 @@ def _put_masked_crc(buf, pos, start, end, tables):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _list_size(kind, payload):
+def list_size(kind, payload):
     """Bytes of a value list given its payload (BytesList is not packed; empty packed lists are
     omitted)."""
     if kind == 1 or payload == 0:
         return payload
-    return 1 + _varint_size(payload) + payload
+    return 1 + varint_size(payload) + payload
 
 
 @numba.njit(cache=True, nogil=True)
@@ -433,7 +433,7 @@ def _serialize(
         kind = kinds[f]
         header = header_offsets[f + 1] - header_offsets[f]
         null_entry = header + 1
-        null_cost = 1 + _varint_size(null_entry) + null_entry
+        null_cost = 1 + varint_size(null_entry) + null_entry
         for r in range(n_rows):
             lo = splits[f, r]
             hi = splits[f, r + 1]
@@ -445,23 +445,23 @@ def _serialize(
             payload = 0
             if kind == 2:  # Int64List: packed varints
                 for i in range(lo, hi):
-                    payload += _varint_size(ints[i])
+                    payload += varint_size(ints[i])
             elif kind == 3:  # FloatList: packed fixed32
                 payload = 4 * (hi - lo)
             else:  # BytesList: not packed
                 for i in range(lo, hi):
                     length = bend[i] - bstart[i]
-                    payload += 1 + _varint_size(length) + length
+                    payload += 1 + varint_size(length) + length
             payloads[r, f] = payload
-            size = _list_size(kind, payload)
-            feature = 1 + _varint_size(size) + size
-            entry = header + _varint_size(feature) + feature
-            bodies[r] += 1 + _varint_size(entry) + entry
+            size = list_size(kind, payload)
+            feature = 1 + varint_size(size) + size
+            entry = header + varint_size(feature) + feature
+            bodies[r] += 1 + varint_size(entry) + entry
     frame = 16 if framed else 0
     record_offsets = np.empty(n_rows + 1, dtype=np.int64)
     record_offsets[0] = 0
     for r in range(n_rows):
-        record_offsets[r + 1] = record_offsets[r] + frame + 1 + _varint_size(bodies[r]) + bodies[r]
+        record_offsets[r + 1] = record_offsets[r] + frame + 1 + varint_size(bodies[r]) + bodies[r]
     # Pass 2, row by row: write. Per-feature cursors walk the pools, so pass 2 reads row-major.
     buf = np.empty(record_offsets[n_rows], dtype=np.uint8)
     cursors = splits[:, 0].copy()
@@ -471,11 +471,11 @@ def _serialize(
             length = np.uint64(record_offsets[r + 1] - pos - 16)
             for k in range(8):
                 buf[pos + k] = np.uint8((length >> np.uint64(8 * k)) & np.uint64(0xFF))
-            _put_masked_crc(buf, pos + 8, pos, pos + 8, tables)
+            put_masked_crc(buf, pos + 8, pos, pos + 8, tables)
             pos += 12
         start = pos
         buf[pos] = 0x0A
-        pos = _put_varint(buf, pos + 1, bodies[r])
+        pos = put_varint(buf, pos + 1, bodies[r])
         for f in range(n_features):
             kind = kinds[f]
             h0 = header_offsets[f]
@@ -486,30 +486,30 @@ def _serialize(
             cursors[f] = hi
             size = feature = 0  # a null: an empty Feature
             if payload >= 0:
-                size = _list_size(kind, payload)
-                feature = 1 + _varint_size(size) + size
+                size = list_size(kind, payload)
+                feature = 1 + varint_size(size) + size
             buf[pos] = 0x0A
-            pos = _put_varint(buf, pos + 1, header + _varint_size(feature) + feature)
+            pos = put_varint(buf, pos + 1, header + varint_size(feature) + feature)
             for k in range(header):
                 buf[pos + k] = key_headers[h0 + k]
-            pos = _put_varint(buf, pos + header, feature)
+            pos = put_varint(buf, pos + header, feature)
             if payload < 0:  # null: a Feature with no kind set
                 continue
             # Feature.kind field numbers: bytes_list 1, float_list 2, int64_list 3.
             buf[pos] = 0x0A if kind == 1 else (0x12 if kind == 3 else 0x1A)
-            pos = _put_varint(buf, pos + 1, size)
+            pos = put_varint(buf, pos + 1, size)
             if kind == 1:
                 for i in range(lo, hi):
                     b0 = bstart[i]
                     length = bend[i] - b0
                     buf[pos] = 0x0A
-                    pos = _put_varint(buf, pos + 1, length)
+                    pos = put_varint(buf, pos + 1, length)
                     for k in range(length):
                         buf[pos + k] = data[b0 + k]
                     pos += length
             elif payload > 0:
                 buf[pos] = 0x0A
-                pos = _put_varint(buf, pos + 1, payload)
+                pos = put_varint(buf, pos + 1, payload)
                 if kind == 3:
                     float_bytes = floats[lo:hi].view(np.uint8)
                     for k in range(payload):
@@ -517,9 +517,9 @@ def _serialize(
                     pos += payload
                 else:
                     for i in range(lo, hi):
-                        pos = _put_varint(buf, pos, ints[i])
+                        pos = put_varint(buf, pos, ints[i])
         if framed:
-            _put_masked_crc(buf, pos, start, pos, tables)
+            put_masked_crc(buf, pos, start, pos, tables)
     return buf, record_offsets
 
 
@@ -732,6 +732,13 @@ class PooledColumns:
     def rows(self) -> int:
         return self.valid.shape[1]
 
+    @property
+    def rows_of(self) -> tuple:
+        """What locates row r of feature f in its kind's pool, for compiled readers: a scalar's
+        first slot (plus r), each feature's row in the lists' splits (-1: a scalar), those
+        splits, and which rows hold a value."""
+        return self.firsts, self._list_position, self._list_splits, self.valid
+
     def splits(self, start: int, stop: int, members: Optional[np.ndarray] = None) -> np.ndarray:
         """[feature, row]: where rows [start, stop) of each feature (of `members`, all by
         default) start in its kind's pool, and where the last ends (a new array)."""
@@ -755,17 +762,6 @@ class PooledColumns:
             self.splits(start, stop),
             *self.pools,
             framed,
-            _CRC_TABLES,
+            CRC_TABLES,
         )
         return EncodedBatch(buffer, offsets, framed)
-
-
-def encode_example(
-    kinds: np.ndarray, headers: tuple[np.ndarray, np.ndarray], splits: np.ndarray, pools: tuple
-) -> np.ndarray:
-    """One framed TFRecord of one tf.Example whose feature f (kind `kinds[f]`, key from
-    `key_headers`) holds items splits[f, 0]:splits[f, 1] of its kind's pool; `pools` as
-    `ValuePools.arrays` gives them."""
-    valid = np.ones((len(kinds), 1), dtype=np.bool_)
-    buffer, _ = _serialize(1, kinds, *headers, valid, splits, *pools, True, _CRC_TABLES)
-    return buffer

@@ -158,7 +158,6 @@ class _ColumnarBatches:
     def add(self, pooled: encoding.PooledColumns, split_ids: np.ndarray) -> None:
         if not self._writers:
             return
-        pooled = columnar.PooledBatch(self._buffers[0].encoder.kinds, pooled)
         for s, (writer, buffer) in enumerate(zip(self._writers, self._buffers, strict=True)):
             chosen = None if len(self._writers) == 1 else np.flatnonzero(split_ids == s)
             for record in buffer.add(pooled, chosen):

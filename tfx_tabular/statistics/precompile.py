@@ -154,8 +154,7 @@ def _convert_file(dataset: parquet.Dataset, info, splits: list, key_features) ->
         )
         encoding.encode(keys, key_features).fingerprints()
         engine.add_batch(splits, columns, pooled, np.concatenate(split_ids))
-        taken = columnar.PooledBatch(records.encoder.kinds, pooled)
-        list(records.add(taken, np.flatnonzero(np.concatenate(split_ids) == 0)))
+        list(records.add(pooled, np.flatnonzero(np.concatenate(split_ids) == 0)))
     list(records.flush())
 
 
