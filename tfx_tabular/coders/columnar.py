@@ -15,10 +15,11 @@ Why slices: parsing slice s of several records in one `parse_example` call gives
 already concatenated, so a training batch mixes rows of several records with no copy beyond the
 parse itself (see `tfx_tabular.training.columnar`).
 
-A record is written straight from the read batches' pools (`encoding.PooledColumns`, which the
-per-row encoding reads too): per kind and batch, one compiled call sizes the value lists of the
-rows the record takes, and after the record's frame and headers are laid out, one writes the
-values in place; nothing is gathered in between.
+A split's rows are staged as each read batch comes, while its pools (`encoding.PooledColumns`,
+which the per-row encoding has just read) are still in the CPU's caches: per kind, one compiled
+call sizes the rows' value lists and one writes their bytes as the lists hold them, cut where
+slices end; the batch is then let go. A record is its frame and headers laid out around the
+staged bytes, each piece's part of a (slice, feature) copied in whole.
 """
 
 from __future__ import annotations
@@ -120,9 +121,9 @@ def layout_of(
 @numba.njit(cache=True, nogil=True)
 def _size_rows(kind, rows_of, items, ends, rows, row0, slice_rows, members, payloads, lengths):
     """Sizing, for rows `rows` of a batch's features of `kind` (`members`: their indices in the
-    layout and the batch alike) placed from record row `row0` on: each row's value count into
-    lengths[feature], and the bytes its values take in its slice's value list into
-    payloads[slice, feature]."""
+    layout and the batch alike), the first placed at row `row0` of a slice: each row's value
+    count into lengths[feature, row], and the bytes its values take in its slice's value list
+    into payloads[slice, feature] (slices counted from the first row's)."""
     firsts, list_positions, list_splits, valid = rows_of
     for f in members:
         first, at = firsts[f], list_positions[f]
@@ -141,7 +142,7 @@ def _size_rows(kind, rows_of, items, ends, rows, row0, slice_rows, members, payl
             else:
                 start = list_splits[at, r]
                 n = list_splits[at, r + 1] - start if valid[f, r] else 0
-            lengths[f, row] = n
+            lengths[f, row - row0] = n
             row += 1
             if kind == 3:  # FloatList: packed fixed32
                 payload += 4 * n
@@ -157,8 +158,8 @@ def _size_rows(kind, rows_of, items, ends, rows, row0, slice_rows, members, payl
 
 @numba.njit(cache=True, nogil=True)
 def _write_rows(kind, rows_of, items, ends, data, rows, row0, slice_rows, members, cursors, buf):
-    """Writing, the pass after `_size_rows` with the same arguments: the rows' values at each
-    (slice, feature)'s cursor into `buf`, moving the cursors on."""
+    """Writing, the pass after `_size_rows` with the same arguments: the rows' values, as their
+    value lists hold them, at each (slice, feature)'s cursor into `buf`, moving the cursors on."""
     item_bytes = items.view(np.uint8)  # read for floats
     firsts, list_positions, list_splits, valid = rows_of
     for f in members:
@@ -194,6 +195,17 @@ def _write_rows(kind, rows_of, items, ends, data, rows, row0, slice_rows, member
                         buf[pos + j] = data[b0 + j]
                     pos += length
         cursors[s, f] = pos
+
+
+@numba.njit(cache=True, nogil=True)
+def _place(data, starts, sizes, cursors, buf):
+    """A staged piece's value bytes into a record: part (slice, feature) at that cursor into
+    `buf`, moving the cursor on (a slice's next piece continues from there)."""
+    for p in range(sizes.shape[0]):
+        for f in range(sizes.shape[1]):
+            n, start, at = sizes[p, f], starts[p, f], cursors[p, f]
+            buf[at : at + n] = data[start : start + n]
+            cursors[p, f] = at + n
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -279,13 +291,30 @@ def _seal(buf, tables):
     encoding.put_masked_crc(buf, len(buf) - 4, 12, len(buf) - 4, tables)
 
 
+@dataclasses.dataclass
+class StagedRows:
+    """Rows of a read batch as a record will hold them, written while the batch is at hand:
+    each feature's row lengths, and its values' bytes (as its value lists hold them) cut where
+    slices end: part p of feature f, its values in the p-th slice the rows reach, is
+    data[starts[p, f]:starts[p, f] + sizes[p, f]]."""
+
+    lengths: np.ndarray  # [feature, row] int32
+    sizes: np.ndarray  # [part, feature]
+    starts: np.ndarray  # [part, feature]
+    data: np.ndarray
+
+    @property
+    def rows(self) -> int:
+        return self.lengths.shape[1]
+
+
 class RecordEncoder:
-    """Writes records of rows taken from read batches (`encoding.PooledColumns` of `features`),
-    in slices of `slice_rows` rows, as the module docstring says. A record's entries are ordered
-    slice by slice, so a shorter record's keys are a prefix of a full one's."""
+    """Stages rows of read batches (`encoding.PooledColumns` of `features`) and writes records
+    of them, in slices of `slice_rows` rows, as the module docstring says. A record's entries are
+    ordered slice by slice, so a shorter record's keys are a prefix of a full one's."""
 
     def __init__(self, features: Sequence[Feature], batch_rows: int, slice_rows: int):
-        self._slice_rows = slice_rows
+        self.slice_rows = slice_rows
         count = len(features)
         slices = -(-batch_rows // slice_rows)
         names = [
@@ -303,25 +332,34 @@ class RecordEncoder:
             if any(f.kind == kind for f in features)
         }
 
-    def encode(self, pieces: Sequence[tuple[encoding.PooledColumns, np.ndarray]]) -> np.ndarray:
-        """One framed TFRecord holding rows `rows` of each (batch, rows) piece, in order."""
-        rows = sum(len(r) for _, r in pieces)
-        slices = -(-rows // self._slice_rows)
-        payloads = np.zeros((slices, len(self._kinds)), np.int64)
-        lengths = np.empty((len(self._kinds), rows), np.int32)
-        for kind, members, (rows_of, items, ends, _), chosen, row0 in self._taken(pieces):
+    def stage(self, batch: encoding.PooledColumns, rows: np.ndarray, offset: int) -> StagedRows:
+        """Rows `rows` of `batch`, the first at row `offset` of a slice, staged."""
+        parts = (offset + len(rows) - 1) // self.slice_rows + 1
+        sizes = np.zeros((parts, len(self._kinds)), np.int64)
+        lengths = np.empty((len(self._kinds), len(rows)), np.int32)
+        for kind, members, (rows_of, items, ends, _) in self._taken(batch):
             _size_rows(
-                kind,
-                rows_of,
-                items,
-                ends,
-                chosen,
-                row0,
-                self._slice_rows,
-                members,
-                payloads,
-                lengths,
+                kind, rows_of, items, ends, rows, offset, self.slice_rows, members, sizes, lengths
             )
+        starts = (np.cumsum(sizes.ravel()) - sizes.ravel()).reshape(sizes.shape)
+        data = np.empty(int(sizes.sum()), np.uint8)
+        cursors = starts.copy()
+        for kind, members, taken in self._taken(batch):
+            _write_rows(kind, *taken, rows, offset, self.slice_rows, members, cursors, data)
+        return StagedRows(lengths, sizes, starts, data)
+
+    def encode(self, pieces: Sequence[StagedRows]) -> np.ndarray:
+        """One framed TFRecord of the staged pieces' rows, in order (the first piece starting a
+        slice)."""
+        lengths = np.concatenate([piece.lengths for piece in pieces], axis=1)
+        payloads = np.zeros((-(-lengths.shape[1] // self.slice_rows), len(self._kinds)), np.int64)
+        first_slices = []
+        row = 0
+        for piece in pieces:
+            first = row // self.slice_rows
+            payloads[first : first + len(piece.sizes)] += piece.sizes
+            first_slices.append(first)
+            row += piece.rows
         buffer, offsets = self._headers
         buf, cursors = _record_frame(
             buffer,
@@ -330,31 +368,24 @@ class RecordEncoder:
             self._widths,
             payloads,
             lengths,
-            self._slice_rows,
+            self.slice_rows,
             encoding.CRC_TABLES,
         )
-        for kind, members, taken, chosen, row0 in self._taken(pieces):
-            _write_rows(kind, *taken, chosen, row0, self._slice_rows, members, cursors, buf)
+        for piece, first in zip(pieces, first_slices, strict=True):
+            view = cursors[first : first + len(piece.sizes)]
+            _place(piece.data, piece.starts, piece.sizes, view, buf)
         _seal(buf, encoding.CRC_TABLES)
         return buf
 
-    def _taken(self, pieces):
-        """Per kind and piece: what the compiled passes read of the piece's batch."""
+    def _taken(self, batch: encoding.PooledColumns):
+        """Per kind: what the compiled passes read of the batch."""
+        ints, floats, string_starts, string_ends, data = batch.pools
         for kind, members in self._members.items():
-            row0 = 0
-            for batch, chosen in pieces:
-                ints, floats, string_starts, string_ends, data = batch.pools
-                if kind == Kind.BYTES:
-                    taken = (batch.rows_of, string_starts, string_ends, data)
-                else:
-                    taken = (
-                        batch.rows_of,
-                        ints if kind == Kind.INT else floats,
-                        _NO_ENDS,
-                        _NO_DATA,
-                    )
-                yield int(kind), members, taken, chosen, row0
-                row0 += len(chosen)
+            if kind == Kind.BYTES:
+                yield int(kind), members, (batch.rows_of, string_starts, string_ends, data)
+            else:
+                items = ints if kind == Kind.INT else floats
+                yield int(kind), members, (batch.rows_of, items, _NO_ENDS, _NO_DATA)
 
 
 _NO_ENDS = np.zeros(0, np.int64)  # a numeric kind's string ends: none
@@ -362,43 +393,38 @@ _NO_DATA = np.zeros(0, np.uint8)
 
 
 class RecordBuffer:
-    """One split's rows waiting to become records of `batch_rows` rows: (batch, rows) pieces,
-    cut where a record ends."""
+    """One split's rows waiting to become records of `batch_rows` rows, staged as they come
+    (`RecordEncoder.stage`: a read batch is let go at once), a piece never crossing a record's
+    end."""
 
     def __init__(self, features: Sequence[Feature], batch_rows: int, slice_rows: int = SLICE_ROWS):
         self._batch_rows = batch_rows
         self.encoder = RecordEncoder(features, batch_rows, min(slice_rows, batch_rows))
-        self._pieces: list[tuple[encoding.PooledColumns, np.ndarray]] = []
-        self._rows = 0
+        self._pieces: list[StagedRows] = []
+        self._rows = 0  # in the record being filled
         self.records = 0
 
     def add(self, batch: encoding.PooledColumns, rows: Optional[np.ndarray]) -> Iterator:
         """Adds rows `rows` (all when None) of `batch`; yields each record they complete."""
         rows = np.arange(batch.rows) if rows is None else rows
-        if not len(rows):
-            return
-        self._pieces.append((batch, rows))
-        self._rows += len(rows)
-        while self._rows >= self._batch_rows:
-            yield self._record(self._batch_rows)
+        while len(rows):
+            taken, rows = (
+                rows[: self._batch_rows - self._rows],
+                rows[self._batch_rows - self._rows :],
+            )
+            offset = self._rows % self.encoder.slice_rows
+            self._pieces.append(self.encoder.stage(batch, taken, offset))
+            self._rows += len(taken)
+            if self._rows == self._batch_rows:
+                yield self._record()
 
     def flush(self) -> Iterator:
         """The last, shorter record, if rows are left."""
         if self._rows:
-            yield self._record(self._rows)
+            yield self._record()
 
-    def _record(self, rows: int) -> np.ndarray:
-        """A record of the first `rows` rows waiting."""
-        head, taken = [], 0
-        while taken < rows:
-            batch, chosen = self._pieces.pop(0)
-            if taken + len(chosen) > rows:
-                cut = rows - taken
-                self._pieces.insert(0, (batch, chosen[cut:]))
-                chosen = chosen[:cut]
-            head.append((batch, chosen))
-            taken += len(chosen)
-        record = self.encoder.encode(head)
-        self._rows -= rows
+    def _record(self) -> np.ndarray:
+        record = self.encoder.encode(self._pieces)
+        self._pieces, self._rows = [], 0
         self.records += 1
         return record
