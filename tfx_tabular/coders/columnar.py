@@ -17,8 +17,8 @@ parse itself (see `tfx_tabular.training.columnar`).
 
 A split's rows are staged as each read batch comes, while its pools (`encoding.PooledColumns`,
 which the per-row encoding has just read) are still in the CPU's caches: per kind, one compiled
-call sizes the rows' value lists and one writes their bytes as the lists hold them, cut where
-slices end; the batch is then let go. A record is its frame and headers laid out around the
+pass writes each row's value count and the rows' values as their value lists hold them, noting
+where each slice's part starts; the batch is then let go. A record is its frame and headers laid out around the
 staged bytes, each piece's part of a (slice, feature) copied in whole.
 """
 
@@ -119,21 +119,25 @@ def layout_of(
 
 
 @numba.njit(cache=True, nogil=True)
-def _size_rows(kind, rows_of, items, ends, rows, row0, slice_rows, members, payloads, lengths):
-    """Sizing, for rows `rows` of a batch's features of `kind` (`members`: their indices in the
-    layout and the batch alike), the first placed at row `row0` of a slice: each row's value
-    count into lengths[feature, row], and the bytes its values take in its slice's value list
-    into payloads[slice, feature] (slices counted from the first row's)."""
+def _stage_rows(kind, rows_of, items, ends, data, rows, row0, slice_rows, members, staged, pos):
+    """Rows `rows` of a batch's features of `kind` (`members`: their indices in the layout and
+    the batch alike), the first at row `row0` of a slice, into `staged` (lengths, sizes, starts,
+    buf) from buf[pos] on: each row's value count into lengths[feature, row], then each feature's
+    values as its value lists hold them, part by part (where each slice's values start and how
+    many bytes they take into starts and sizes [part, feature]); returns where they end, or -1
+    if buf has no room for a string."""
+    lengths, sizes, starts, buf = staged
     firsts, list_positions, list_splits, valid = rows_of
+    item_bytes = items.view(np.uint8)  # read for floats
     for f in members:
         first, at = firsts[f], list_positions[f]
-        row, s = row0, row0 // slice_rows
-        boundary = (s + 1) * slice_rows
-        payload = 0
+        row, s, boundary = row0, 0, slice_rows
+        starts[0, f] = pos
         for r in rows:
             if row == boundary:
-                payloads[s, f] += payload
-                payload, s, boundary = 0, s + 1, boundary + slice_rows
+                sizes[s, f] = pos - starts[s, f]
+                s, boundary = s + 1, boundary + slice_rows
+                starts[s, f] = pos
             # A scalar's row is its first slot plus r, a list's in the lists' splits; a null
             # has no values (a null scalar still owns a slot). Inline: a compiled helper taking
             # the arrays counted references at every call, several times this loop's work.
@@ -145,56 +149,25 @@ def _size_rows(kind, rows_of, items, ends, rows, row0, slice_rows, members, payl
             lengths[f, row - row0] = n
             row += 1
             if kind == 3:  # FloatList: packed fixed32
-                payload += 4 * n
-            elif kind == 2:  # Int64List: packed varints
-                for k in range(start, start + n):
-                    payload += encoding.varint_size(items[k])
-            else:  # BytesList: a tag and a length before each string
-                for k in range(start, start + n):
-                    length = ends[k] - np.int64(items[k])
-                    payload += 1 + encoding.varint_size(length) + length
-        payloads[s, f] += payload
-
-
-@numba.njit(cache=True, nogil=True)
-def _write_rows(kind, rows_of, items, ends, data, rows, row0, slice_rows, members, cursors, buf):
-    """Writing, the pass after `_size_rows` with the same arguments: the rows' values, as their
-    value lists hold them, at each (slice, feature)'s cursor into `buf`, moving the cursors on."""
-    item_bytes = items.view(np.uint8)  # read for floats
-    firsts, list_positions, list_splits, valid = rows_of
-    for f in members:
-        first, at = firsts[f], list_positions[f]
-        row, s = row0, row0 // slice_rows
-        boundary = (s + 1) * slice_rows
-        pos = cursors[s, f]
-        for r in rows:
-            if row == boundary:
-                cursors[s, f] = pos
-                s, boundary = s + 1, boundary + slice_rows
-                pos = cursors[s, f]
-            if at < 0:  # as in `_size_rows`
-                start, n = first + r, 1 if valid[f, r] else 0
-            else:
-                start = list_splits[at, r]
-                n = list_splits[at, r + 1] - start if valid[f, r] else 0
-            row += 1
-            if kind == 3:
                 for k in range(4 * n):
                     buf[pos + k] = item_bytes[4 * start + k]
                 pos += 4 * n
-            elif kind == 2:
+            elif kind == 2:  # Int64List: packed varints
                 for k in range(start, start + n):
                     pos = encoding.put_varint(buf, pos, items[k])
-            else:
+            else:  # BytesList: a tag and a length before each string
                 for k in range(start, start + n):
                     b0 = np.int64(items[k])
                     length = ends[k] - b0
+                    if pos + 6 + length > len(buf):
+                        return -1  # a dictionary's strings repeated past the room: more room
                     buf[pos] = 0x0A
                     pos = encoding.put_varint(buf, pos + 1, length)
                     for j in range(length):
                         buf[pos + j] = data[b0 + j]
                     pos += length
-        cursors[s, f] = pos
+        sizes[s, f] = pos - starts[s, f]
+    return pos
 
 
 @numba.njit(cache=True, nogil=True)
@@ -333,20 +306,40 @@ class RecordEncoder:
         }
 
     def stage(self, batch: encoding.PooledColumns, rows: np.ndarray, offset: int) -> StagedRows:
-        """Rows `rows` of `batch`, the first at row `offset` of a slice, staged."""
+        """Rows `rows` of `batch`, the first at row `offset` of a slice, staged: written in one
+        pass into room for them (see `_room`), then copied to their size."""
         parts = (offset + len(rows) - 1) // self.slice_rows + 1
-        sizes = np.zeros((parts, len(self._kinds)), np.int64)
+        sizes = np.empty((parts, len(self._kinds)), np.int64)
+        starts = np.empty_like(sizes)
         lengths = np.empty((len(self._kinds), len(rows)), np.int32)
-        for kind, members, (rows_of, items, ends, _) in self._taken(batch):
-            _size_rows(
-                kind, rows_of, items, ends, rows, offset, self.slice_rows, members, sizes, lengths
-            )
-        starts = (np.cumsum(sizes.ravel()) - sizes.ravel()).reshape(sizes.shape)
-        data = np.empty(int(sizes.sum()), np.uint8)
-        cursors = starts.copy()
+        room = np.empty(self._room(batch, len(rows)), np.uint8)
+        pos = 0
         for kind, members, taken in self._taken(batch):
-            _write_rows(kind, *taken, rows, offset, self.slice_rows, members, cursors, data)
-        return StagedRows(lengths, sizes, starts, data)
+            staged = (lengths, sizes, starts, room)
+            end = _stage_rows(kind, *taken, rows, offset, self.slice_rows, members, staged, pos)
+            while end < 0:
+                room = np.concatenate([room[:pos], np.empty(2 * len(room), np.uint8)])
+                staged = (lengths, sizes, starts, room)
+                end = _stage_rows(kind, *taken, rows, offset, self.slice_rows, members, staged, pos)
+            pos = end
+        return StagedRows(lengths, sizes, starts, room[:pos].copy())
+
+    def _room(self, batch: encoding.PooledColumns, rows: int) -> int:
+        """Room for `rows` rows of `batch` as value lists: a scalar's row holds at most one value,
+        a list's rows at most its batch's values; an int64 takes at most 10 bytes, a string 6
+        plus its bytes (every string byte of the batch, once: rows repeating a dictionary's
+        strings can take more, and `stage` then makes more room)."""
+        _, positions, list_splits, _ = batch.rows_of
+        most = {1: 6, 2: 10, 3: 4}
+        room = len(batch.pools[4])
+        for kind, members in self._members.items():
+            at = positions[members]
+            listed = at[at >= 0]
+            values = rows * int((at < 0).sum()) + int(
+                (list_splits[listed, -1] - list_splits[listed, 0]).sum()
+            )
+            room += most[int(kind)] * values
+        return room
 
     def encode(self, pieces: Sequence[StagedRows]) -> np.ndarray:
         """One framed TFRecord of the staged pieces' rows, in order (the first piece starting a
@@ -378,7 +371,7 @@ class RecordEncoder:
         return buf
 
     def _taken(self, batch: encoding.PooledColumns):
-        """Per kind: what the compiled passes read of the batch."""
+        """Per kind: what the compiled pass reads of the batch."""
         ints, floats, string_starts, string_ends, data = batch.pools
         for kind, members in self._members.items():
             if kind == Kind.BYTES:
