@@ -289,8 +289,14 @@ def test_a_table_without_a_kind_of_value_reads_as_the_per_row_records_parse(tmp_
             "s": pa.array([f"v{i % 7}" for i in range(1_500)], mask=np.arange(1_500) % 5 == 0),
         }
     )
-    pq.write_table(table, str(tmp_path / "part.parquet"))
-    schema = schema_of(str(tmp_path), label="label").schema
+    _assert_read_as_the_per_row_records_parse(table, tmp_path)
+
+
+def _assert_read_as_the_per_row_records_parse(table: pa.Table, folder) -> list:
+    """Columnar records of `table` (records of 1,024 rows, added in two pieces) read back in
+    batches of 512: every row once, as the per-row parse gives it. Returns the records."""
+    pq.write_table(table, str(folder / "part.parquet"))
+    schema = schema_of(str(folder), label="label").schema
     batch = table.to_batches()[0]
     features = features_of(batch.schema)
     spec = feature_spec(schema)
@@ -298,6 +304,25 @@ def test_a_table_without_a_kind_of_value_reads_as_the_per_row_records_parse(tmp_
     records, layout = _records(batch, features, 1_024, 2)
     got = _read(records, layout, spec, 512, shuffle=False)
     keys = _keys(got)
-    assert sorted(keys) == list(range(1_500))
+    assert sorted(keys) == list(range(table.num_rows))
     for name, expected in per_row.items():
         assert _by_key(got[name], keys) == _as_lists(expected), name
+    return records
+
+
+def test_a_dictionarys_long_strings_repeated_in_every_row_are_staged_whole(tmp_path):
+    """Rows repeating a dictionary's few long strings take many times the batch's string bytes:
+    staging makes more room for them instead of writing past it."""
+    rows = 1_500
+    long = ["a" * 300, "b" * 200 + "é"]
+    table = pa.table(
+        {
+            "label": pa.array(np.arange(rows) % 2),
+            "key": pa.array(np.arange(rows)),
+            "text": pa.array(
+                [long[i % 2] for i in range(rows)], mask=np.arange(rows) % 9 == 0
+            ).dictionary_encode(),
+        }
+    )
+    records = _assert_read_as_the_per_row_records_parse(table, tmp_path)
+    assert sum(len(r) for r in records) > rows * 200  # every row's string, written whole
