@@ -54,13 +54,23 @@ def test_only_one_top_level_package_is_installed():
 
 
 def test_cli_help_is_fast_and_lists_only_working_commands():
+    """Fast: `--help` loads none of TensorFlow, Beam or TFX (seconds each), checked by module,
+    not by a clock that a loaded machine moves."""
     cli = pathlib.Path(sys.executable).parent / "tfx-tabular"
-    start = time.perf_counter()
     result = subprocess.run([str(cli), "--help"], capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
     assert result.returncode == 0
-    assert elapsed < 2.0, f"--help took {elapsed:.2f} s"
     assert "convert" in result.stdout and "--verbose" in result.stdout
+    result = run(
+        "import sys\n"
+        "from tfx_tabular.cli import main\n"
+        "try:\n"
+        "    main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = [m for m in ('tensorflow', 'apache_beam', 'tfx') if m in sys.modules]\n"
+        "assert not heavy, heavy"
+    )
+    assert result.returncode == 0, result.stderr
 
 
 def test_setup_is_a_quick_no_op_when_up_to_date():
