@@ -739,14 +739,12 @@ class PooledColumns:
         splits, and which rows hold a value."""
         return self.firsts, self._list_position, self._list_splits, self.valid
 
-    def splits(self, start: int, stop: int, members: Optional[np.ndarray] = None) -> np.ndarray:
-        """[feature, row]: where rows [start, stop) of each feature (of `members`, all by
-        default) start in its kind's pool, and where the last ends (a new array)."""
-        members = np.arange(len(self.firsts)) if members is None else np.asarray(members, np.int64)
-        out = self.firsts[members][:, None] + np.arange(start, stop + 1)[None, :]
-        at = self._list_position[members]
-        listed = at >= 0
-        out[listed] = self._list_splits[at[listed], start : stop + 1]
+    def splits(self, start: int, stop: int) -> np.ndarray:
+        """[feature, row]: where rows [start, stop) of each feature start in its kind's pool,
+        and where the last ends (a new array)."""
+        out = self.firsts[:, None] + np.arange(start, stop + 1)[None, :]
+        listed = self._list_position >= 0
+        out[listed] = self._list_splits[self._list_position[listed], start : stop + 1]
         return out
 
     def encode(self, start: int = 0, stop: Optional[int] = None, framed: bool = False):
