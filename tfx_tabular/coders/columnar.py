@@ -148,6 +148,7 @@ def _stage_rows(kind, rows_of, items, ends, data, rows, row0, slice_rows, member
                 n = list_splits[at, r + 1] - start if valid[f, r] else 0
             lengths[f, row - row0] = n
             row += 1
+            # The values as encoding._serialize writes them, inline for the same reason.
             if kind == 3:  # FloatList: packed fixed32
                 for k in range(4 * n):
                     buf[pos + k] = item_bytes[4 * start + k]
@@ -181,36 +182,6 @@ def _place(data, starts, sizes, cursors, buf):
             cursors[p, f] = at + n
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def _entry_sizes(header, kind, payload):
-    """A map entry's bytes inside the Features message, and its Feature's, for a value list of
-    `kind` whose values take `payload` bytes."""
-    size = encoding.list_size(kind, payload)
-    feature = 1 + encoding.varint_size(size) + size
-    entry = header + encoding.varint_size(feature) + feature
-    return entry, feature, size
-
-
-@numba.njit(cache=True, nogil=True)
-def _put_entry_head(buf, pos, headers, offsets, e, kind, payload):
-    """Entry `e`'s bytes up to its values (key, Feature, list and packed headers); returns where
-    its values go."""
-    h0, header = offsets[e], offsets[e + 1] - offsets[e]
-    entry, feature, size = _entry_sizes(header, kind, payload)
-    buf[pos] = 0x0A
-    pos = encoding.put_varint(buf, pos + 1, entry)
-    for k in range(header):
-        buf[pos + k] = headers[h0 + k]
-    pos = encoding.put_varint(buf, pos + header, feature)
-    # Feature.kind field numbers: bytes_list 1, float_list 2, int64_list 3.
-    buf[pos] = 0x0A if kind == 1 else (0x12 if kind == 3 else 0x1A)
-    pos = encoding.put_varint(buf, pos + 1, size)
-    if kind != 1 and payload > 0:
-        buf[pos] = 0x0A
-        pos = encoding.put_varint(buf, pos + 1, payload)
-    return pos
-
-
 @numba.njit(cache=True, nogil=True)
 def _record_frame(headers, offsets, kinds, widths, payloads, lengths, slice_rows, tables):
     """A record's buffer with everything but the values: the TFRecord frame (its data CRC left
@@ -223,12 +194,10 @@ def _record_frame(headers, offsets, kinds, widths, payloads, lengths, slice_rows
         row_bytes = min(slice_rows, rows - s * slice_rows)
         for f in range(count):
             e = 2 * (s * count + f)
-            entry = _entry_sizes(offsets[e + 1] - offsets[e], kinds[f], payloads[s, f])[0]
-            body += 1 + encoding.varint_size(entry) + entry
+            body += encoding.entry_bytes(offsets[e + 1] - offsets[e], kinds[f], payloads[s, f])
             nbytes = widths[f] * row_bytes
             lengths_payload = 1 + encoding.varint_size(nbytes) + nbytes
-            entry = _entry_sizes(offsets[e + 2] - offsets[e + 1], 1, lengths_payload)[0]
-            body += 1 + encoding.varint_size(entry) + entry
+            body += encoding.entry_bytes(offsets[e + 2] - offsets[e + 1], 1, lengths_payload)
     total = 16 + 1 + encoding.varint_size(body) + body
     buf = np.empty(total, dtype=np.uint8)
     length = np.uint64(total - 16)
@@ -242,11 +211,16 @@ def _record_frame(headers, offsets, kinds, widths, payloads, lengths, slice_rows
         first, stop = s * slice_rows, min(rows, (s + 1) * slice_rows)
         for f in range(count):
             e = 2 * (s * count + f)
-            cursors[s, f] = _put_entry_head(buf, pos, headers, offsets, e, kinds[f], payloads[s, f])
+            header = offsets[e + 1] - offsets[e]
+            cursors[s, f] = encoding.put_entry_head(
+                buf, pos, headers, offsets[e], header, kinds[f], payloads[s, f]
+            )
             pos = cursors[s, f] + payloads[s, f]
             nbytes = widths[f] * (stop - first)
-            pos = _put_entry_head(
-                buf, pos, headers, offsets, e + 1, 1, 1 + encoding.varint_size(nbytes) + nbytes
+            header = offsets[e + 2] - offsets[e + 1]
+            lengths_payload = 1 + encoding.varint_size(nbytes) + nbytes
+            pos = encoding.put_entry_head(
+                buf, pos, headers, offsets[e + 1], header, 1, lengths_payload
             )
             buf[pos] = 0x0A
             pos = encoding.put_varint(buf, pos + 1, nbytes)
@@ -322,7 +296,8 @@ class RecordEncoder:
                 staged = (lengths, sizes, starts, room)
                 end = _stage_rows(kind, *taken, rows, offset, self.slice_rows, members, staged, pos)
             pos = end
-        return StagedRows(lengths, sizes, starts, room[:pos].copy())
+        room.resize(pos, refcheck=False)  # shrunk in place (realloc), not copied
+        return StagedRows(lengths, sizes, starts, room)
 
     def _room(self, batch: encoding.PooledColumns, rows: int) -> int:
         """Room for `rows` rows of `batch` as value lists: a scalar's row holds at most one value,

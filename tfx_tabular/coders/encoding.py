@@ -400,6 +400,50 @@ def list_size(kind, payload):
     return 1 + varint_size(payload) + payload
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def entry_sizes(header, kind, payload):
+    """A Features map entry's bytes after its tag and length, its Feature's and its value list's,
+    for a value list of `kind` whose values take `payload` bytes (-1: a null, a Feature with no
+    kind) and a key field and value tag of `header` bytes."""
+    size = feature = 0
+    if payload >= 0:
+        size = list_size(kind, payload)
+        feature = 1 + varint_size(size) + size
+    return header + varint_size(feature) + feature, feature, size
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def entry_bytes(header, kind, payload):
+    """A Features map entry's whole bytes, its tag and length included (see `entry_sizes`)."""
+    entry = entry_sizes(header, kind, payload)[0]
+    return 1 + varint_size(entry) + entry
+
+
+@numba.njit(cache=True, nogil=True)
+def put_entry_head(buf, pos, headers, h0, header, kind, payload):
+    """A Features map entry's bytes up to its values: its tag and length, its key field and value
+    tag (headers[h0:h0 + header], from `key_headers`), the Feature's length and, unless a null
+    (payload -1), the value list's field and length and a packed list's header; returns where its
+    `payload` bytes of values go. For records of many rows (columnar): `_serialize` writes the
+    same bytes inline, since a compiled call taking arrays, once per row and feature, costs more
+    than the bytes it writes (even inlined: the arrays' references are counted at each call)."""
+    entry, feature, size = entry_sizes(header, kind, payload)
+    buf[pos] = 0x0A
+    pos = put_varint(buf, pos + 1, entry)
+    for k in range(header):
+        buf[pos + k] = headers[h0 + k]
+    pos = put_varint(buf, pos + header, feature)
+    if payload < 0:
+        return pos
+    # Feature.kind field numbers: bytes_list 1, float_list 2, int64_list 3.
+    buf[pos] = 0x0A if kind == 1 else (0x12 if kind == 3 else 0x1A)
+    pos = put_varint(buf, pos + 1, size)
+    if kind != 1 and payload > 0:
+        buf[pos] = 0x0A
+        pos = put_varint(buf, pos + 1, payload)
+    return pos
+
+
 @numba.njit(cache=True, nogil=True)
 def _serialize(
     n_rows,
@@ -432,8 +476,7 @@ def _serialize(
     for f in range(n_features):
         kind = kinds[f]
         header = header_offsets[f + 1] - header_offsets[f]
-        null_entry = header + 1
-        null_cost = 1 + varint_size(null_entry) + null_entry
+        null_cost = entry_bytes(header, kind, -1)
         for r in range(n_rows):
             lo = splits[f, r]
             hi = splits[f, r + 1]
@@ -453,10 +496,7 @@ def _serialize(
                     length = bend[i] - bstart[i]
                     payload += 1 + varint_size(length) + length
             payloads[r, f] = payload
-            size = list_size(kind, payload)
-            feature = 1 + varint_size(size) + size
-            entry = header + varint_size(feature) + feature
-            bodies[r] += 1 + varint_size(entry) + entry
+            bodies[r] += entry_bytes(header, kind, payload)
     frame = 16 if framed else 0
     record_offsets = np.empty(n_rows + 1, dtype=np.int64)
     record_offsets[0] = 0
@@ -484,12 +524,10 @@ def _serialize(
             lo = cursors[f]
             hi = lo + counts[r, f]
             cursors[f] = hi
-            size = feature = 0  # a null: an empty Feature
-            if payload >= 0:
-                size = list_size(kind, payload)
-                feature = 1 + varint_size(size) + size
+            # As put_entry_head writes it (inline: see there).
+            entry, feature, size = entry_sizes(header, kind, payload)
             buf[pos] = 0x0A
-            pos = put_varint(buf, pos + 1, header + varint_size(feature) + feature)
+            pos = put_varint(buf, pos + 1, entry)
             for k in range(header):
                 buf[pos + k] = key_headers[h0 + k]
             pos = put_varint(buf, pos + header, feature)

@@ -18,6 +18,8 @@ import numpy as np
 import pyarrow as pa
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
+from tfx_tabular.coders import encoding
+
 # numpy's `pairwise_sum`: sums up to this length are unrolled 8 ways, longer ones split in two.
 _PAIRWISE_BLOCK = 128
 
@@ -294,25 +296,6 @@ _BUCKETS_TAG, _LOW_TAG, _HIGH_TAG, _LABEL_TAG, _COUNT_TAG = 0x0A, 0x08, 0x10, 0x
 
 
 @numba.njit(cache=True, nogil=True)
-def _varint_size(value):
-    size = 1
-    while value >= 0x80:
-        value >>= 7
-        size += 1
-    return size
-
-
-@numba.njit(cache=True, nogil=True)
-def _put_varint(out, pos, value):
-    while value >= 0x80:
-        out[pos] = (value & 0x7F) | 0x80
-        value >>= 7
-        pos += 1
-    out[pos] = value
-    return pos + 1
-
-
-@numba.njit(cache=True, nogil=True)
 def _rank_histogram_bytes(offsets, data, count_bytes):
     """Bucket r: ranks r, label data[offsets[r]:offsets[r + 1]], sample count count_bytes[r]
     (a little-endian double's 8 bytes)."""
@@ -321,16 +304,16 @@ def _rank_histogram_bytes(offsets, data, count_bytes):
     pos = 0
     for rank in range(n):
         start, end = offsets[rank], offsets[rank + 1]
-        rank_size = _varint_size(rank)
-        body = 2 * (1 + rank_size) + 1 + _varint_size(end - start) + (end - start) + 1 + 8
+        rank_size = encoding.varint_size(rank)
+        body = 2 * (1 + rank_size) + 1 + encoding.varint_size(end - start) + (end - start) + 1 + 8
         out[pos] = _BUCKETS_TAG
-        pos = _put_varint(out, pos + 1, body)
+        pos = encoding.put_varint(out, pos + 1, body)
         out[pos] = _LOW_TAG
-        pos = _put_varint(out, pos + 1, rank)
+        pos = encoding.put_varint(out, pos + 1, rank)
         out[pos] = _HIGH_TAG
-        pos = _put_varint(out, pos + 1, rank)
+        pos = encoding.put_varint(out, pos + 1, rank)
         out[pos] = _LABEL_TAG
-        pos = _put_varint(out, pos + 1, end - start)
+        pos = encoding.put_varint(out, pos + 1, end - start)
         for k in range(start, end):
             out[pos] = data[k]
             pos += 1
