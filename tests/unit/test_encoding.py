@@ -853,6 +853,33 @@ def test_framing_of_a_large_batch_and_its_fingerprints(tmp_path):
     assert [r.numpy() for r in tf.data.TFRecordDataset(str(path))] == unframed.records()
 
 
+@pytest.mark.parametrize("dictionary", [False, True])
+def test_short_strings_copied_a_word_at_a_time_end_where_they_should(tmp_path, dictionary):
+    """Strings of up to 8 bytes are copied as one 8-byte word where both the source and the
+    buffer have 8 bytes left, byte by byte otherwise (the last strings of the data and of the
+    buffer): every length, at the data's and the records' ends, framed and not, is the bytes
+    protobuf writes for the same Example."""
+    for length in range(0, 20):
+        values = [bytes([65 + (i + k) % 26 for k in range(length)]) for i in range(3)]
+        column = pa.array(values, pa.binary())
+        if dictionary:
+            column = column.dictionary_encode()
+        lists = pa.array([values[: i + 1] for i in range(3)], pa.list_(pa.binary()))
+        batch = pa.RecordBatch.from_arrays([column, lists], ["a", "b"])  # protobuf's key order
+        features = features_of(batch.schema)
+        want = []
+        for i, value in enumerate(values):
+            example = example_pb2.Example()
+            example.features.feature["a"].bytes_list.value.append(value)
+            example.features.feature["b"].bytes_list.value.extend(values[: i + 1])
+            want.append(example.SerializeToString(deterministic=True))
+        assert encode(batch, features).records() == want, length
+        framed = encode(batch, features, framed=True)
+        path = tmp_path / f"{length}.tfrecord"
+        path.write_bytes(framed.buffer.tobytes())
+        assert [r.numpy() for r in tf.data.TFRecordDataset(str(path))] == want, length
+
+
 # --- 6. kernels: CRC32C, fingerprints, null slots ------------------------------------------------
 
 

@@ -164,8 +164,11 @@ def _stage_rows(kind, rows_of, items, ends, data, rows, row0, slice_rows, member
                         return -1  # a dictionary's strings repeated past the room: more room
                     buf[pos] = 0x0A
                     pos = encoding.put_varint(buf, pos + 1, length)
-                    for j in range(length):
-                        buf[pos + j] = data[b0 + j]
+                    if length <= 8 and b0 + 8 <= len(data) and pos + 8 <= len(buf):
+                        encoding.store_word(buf, pos, encoding.load_word(data, b0))
+                    else:
+                        for j in range(length):
+                            buf[pos + j] = data[b0 + j]
                     pos += length
         sizes[s, f] = pos - starts[s, f]
     return pos

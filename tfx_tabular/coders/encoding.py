@@ -379,6 +379,35 @@ def _target_has_sse42() -> bool:
 
 
 _HAS_SSE42 = _target_has_sse42()
+
+
+@intrinsic
+def load_word(typingctx, array, index):
+    """Bytes array[index:index + 8] of a uint8 array as one little-endian uint64, unaligned
+    (the caller checks the bounds)."""
+
+    def codegen(context, builder, sig, args):
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        word = builder.bitcast(builder.gep(data, [args[1]]), ir.IntType(64).as_pointer())
+        return builder.load(word, align=1)
+
+    return numba.uint64(array, numba.int64), codegen
+
+
+@intrinsic
+def store_word(typingctx, array, index, word):
+    """`word`'s 8 bytes into array[index:index + 8] of a uint8 array, unaligned (the caller
+    checks the bounds)."""
+
+    def codegen(context, builder, sig, args):
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        target = builder.bitcast(builder.gep(data, [args[1]]), ir.IntType(64).as_pointer())
+        builder.store(args[2], target, align=1)
+        return context.get_dummy_value()
+
+    return numba.none(array, numba.int64, numba.uint64), codegen
+
+
 _crc32c = _crc32c_sse42 if _HAS_SSE42 else _crc32c_table
 
 
@@ -542,8 +571,12 @@ def _serialize(
                     length = bend[i] - b0
                     buf[pos] = 0x0A
                     pos = put_varint(buf, pos + 1, length)
-                    for k in range(length):
-                        buf[pos + k] = data[b0 + k]
+                    # A short string in one 8-byte copy (what follows it is written later).
+                    if length <= 8 and b0 + 8 <= len(data) and pos + 8 <= len(buf):
+                        store_word(buf, pos, load_word(data, b0))
+                    else:
+                        for k in range(length):
+                            buf[pos + k] = data[b0 + k]
                     pos += length
             elif payload > 0:
                 buf[pos] = 0x0A
