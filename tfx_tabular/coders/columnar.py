@@ -284,7 +284,7 @@ class RecordEncoder:
 
     def stage(self, batch: encoding.PooledColumns, rows: np.ndarray, offset: int) -> StagedRows:
         """Rows `rows` of `batch`, the first at row `offset` of a slice, staged: written in one
-        pass into room for them (see `_room`), then copied to their size."""
+        pass into room for them (see `_room`), then shrunk to their size."""
         parts = (offset + len(rows) - 1) // self.slice_rows + 1
         sizes = np.empty((parts, len(self._kinds)), np.int64)
         starts = np.empty_like(sizes)
