@@ -18,8 +18,8 @@ parse itself (see `tfx_tabular.training.columnar`).
 A split's rows are staged as each read batch comes, while its pools (`encoding.PooledColumns`,
 which the per-row encoding has just read) are still in the CPU's caches: per kind, one compiled
 pass writes each row's value count and the rows' values as their value lists hold them, noting
-where each slice's part starts; the batch is then let go. A record is its frame and headers laid out around the
-staged bytes, each piece's part of a (slice, feature) copied in whole.
+where each slice's part starts; the batch is then let go. A record is its frame and headers
+laid out around the staged bytes, each piece's part of a (slice, feature) copied in whole.
 """
 
 from __future__ import annotations
