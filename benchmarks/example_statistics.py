@@ -11,15 +11,18 @@ import time
 
 from benchmarks import harness
 from benchmarks.harness import Context
+from benchmarks.results import Recorder, with_rate
 from benchmarks.schema_inference import stock_statistics_gen
 
-# (name, with statistics, with columnar batches)
+# (configuration, with statistics, with columnar batches)
 CONFIGS = (
-    ("without", False, False),
-    ("with", True, False),
-    ("columnar", False, True),
-    ("columnar-with", True, True),
+    ("conversion", False, False),
+    ("conversion + statistics", True, False),
+    ("conversion + columnar", False, True),
+    ("conversion + columnar + statistics", True, True),
 )
+STOCK = "stock StatisticsGen over ours' Examples (extra pass)"
+LARGE = "conversion + columnar + statistics, 10x rows (1 run)"
 LARGE_SCALE = 10  # peak memory with both also at 10x the main dataset (one run)
 # Runs per configuration, at least: each takes seconds, and the costs compared are tens of
 # percent, so two runs on this noisy a machine leave the median to chance.
@@ -38,9 +41,11 @@ def task_convert(
     options = plan.OutputOptions(columnar_batch_rows=layout.DEFAULT_BATCH_ROWS if columnar else 0)
     start = time.perf_counter()
     result = convert.convert(dataset, examples, splits, options, statistics_dir=statistics_dir)
+    rows = sum(result.rows.values())
+    if rows != dataset.num_rows:
+        raise RuntimeError(f"wrote {rows} rows of {dataset.num_rows}")
     return {
-        "rows": sum(result.rows.values()),
-        "expected": dataset.num_rows,
+        "rows": rows,
         "seconds": time.perf_counter() - start,
         "per_row_bytes": sum(
             harness.folder_bytes(os.path.join(examples, f"Split-{name}")) for name in result.rows
@@ -71,11 +76,11 @@ def _convert(
     )
     r = run.result
     print(f"  {name}: {r['seconds']:.2f} s, peak RSS {run.peak_rss / 2**20:,.0f} MiB", flush=True)
-    return harness.sample(run)
+    return with_rate(harness.sample(run))
 
 
-def run(ctx: Context) -> dict:
-    """Measure the section; returns its results record (see `report_example_statistics`)."""
+def run(ctx: Context) -> list[dict]:
+    """Measure the section; returns its rows (see `results`)."""
     print(
         "Section — one-pass statistics and columnar batches: with vs without, vs stock "
         "StatisticsGen",
@@ -83,41 +88,35 @@ def run(ctx: Context) -> dict:
     )
     data = ctx.dataset(ctx.rows)
     out = ctx.path("statistics")
+    recorder = Recorder("example_statistics")
     # Untimed: the encoder's JIT kernels reach numba's on-disk cache before the first timing.
     _convert(ctx, "statistics-warm-up", data, os.path.join(out, "warm-up"), True, True)
-    samples = {config: [] for config, _, _ in CONFIGS}
     for repeat in range(max(ctx.repeats, MIN_REPEATS)):
-        for config, with_statistics, columnar in CONFIGS:
-            target = os.path.join(out, f"{config}-{repeat}")
-            samples[config].append(
-                _convert(
-                    ctx, f"statistics-{config}-{repeat}", data, target, with_statistics, columnar
-                )
+        for index, (config, with_statistics, columnar) in enumerate(CONFIGS):
+            target = os.path.join(out, f"{index}-{repeat}")
+            sample = _convert(
+                ctx, f"statistics-{index}-{repeat}", data, target, with_statistics, columnar
             )
-            if repeat or config != "without":
+            recorder.add(config, sample)
+            if repeat or index:  # stock reads the first conversion's Examples
                 shutil.rmtree(target, ignore_errors=True)
     stock = harness.run_task(
         ctx,
         "statistics-stock",
         "example_statistics:task_stock",
-        examples_dir=os.path.join(out, "without-0", "examples"),
+        examples_dir=os.path.join(out, "0-0", "examples"),
         output_dir=os.path.join(out, "stock"),
     ).result
     print(f"  stock StatisticsGen: {stock['seconds']:.1f} s", flush=True)
-    large_rows = LARGE_SCALE * ctx.rows
+    recorder.add(STOCK, with_rate({"rows": ctx.rows, **stock}))
     large = _convert(
         ctx,
         "statistics-columnar-with-large",
-        ctx.dataset(large_rows),
+        ctx.dataset(LARGE_SCALE * ctx.rows),
         os.path.join(out, "large"),
         True,
         True,
     )
+    recorder.add(LARGE, large)
     shutil.rmtree(out, ignore_errors=True)
-    return {
-        "rows": ctx.rows,
-        "large_rows": large_rows,
-        "samples": samples,
-        "stock": stock,
-        "large": large,
-    }
+    return recorder.rows()

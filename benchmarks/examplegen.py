@@ -24,8 +24,9 @@ import os
 import shutil
 import time
 
-from benchmarks import harness
+from benchmarks import formats, harness
 from benchmarks.harness import Context
+from benchmarks.results import Recorder, with_rate
 
 # Stock runs in both DirectRunner modes, one worker per core: ours' default (threads) suits its
 # start-up, processes suit its GIL-bound per-row Python. Each comparison takes its faster mode.
@@ -35,6 +36,10 @@ BATCH_SIZE = 8192  # our convert()'s default batch size; the raw loops read the 
 READ_BATCH = 4096
 STOCK_SPLIT_PATTERN = "*/*.parquet"  # stock's default '*' would match the day=... folders
 MAX_RSS_ROWS = 10_000_000
+LOOPS = {  # kind → configuration
+    "tfx_bsl": "loop: tfx_bsl encoder + TFRecordWriter",
+    "ours": "loop: our encoder + file write",
+}
 
 COMPRESSIONS = {  # name → (compression, gzip level)
     "none": ("none", 6),
@@ -67,8 +72,6 @@ def task_convert_ours(input_base: str, output_dir: str, compression: str, level:
         "convert_seconds": result.seconds,
         "splits": result.rows,
         "num_shards": result.num_shards,
-        "beam_args": convert.beam_args_with_defaults([]),
-        "module": convert.__file__,
         "bytes": harness.folder_bytes(output_dir, "data_tfrecord"),
     }
 
@@ -131,6 +134,7 @@ def task_convert_stock(input_base: str, output_dir: str, expected_rows: int, mod
     return {
         "rows": expected_rows,
         "written": rows,
+        "lost_rows": expected_rows - rows,
         "seconds": seconds,
         "files": [os.path.relpath(f, output_dir) for f in files],
         "bytes": harness.folder_bytes(output_dir, "data_tfrecord"),
@@ -316,31 +320,24 @@ def _rotated(names: list, repeat: int) -> list:
     return names[k:] + names[:k]
 
 
-def _series(label: str) -> dict:
-    """The repeats of one configuration, as the results record keeps them: each sample a task
-    result, plus the child's peaks and wall time when the configuration had a child to itself."""
-    return {"label": label, "samples": []}
-
-
-def _add(series: dict, sample: dict, repeat: int, repeats: int, unit: str = "rows/s") -> None:
-    series["samples"].append(sample)
+def _report(label: str, sample: dict, repeat: int, repeats: int, unit: str = "rows/s") -> None:
     extra = ""
     if "peak_rss" in sample:
         extra = (
-            f"  peak PSS {harness.mib(sample['peak_pss']):>9}, RSS "
-            f"{harness.mib(sample['peak_rss']):>9}  (process {sample['wall']:.1f} s)"
+            f"  peak PSS {formats.mib(sample['peak_pss']):>9}, RSS "
+            f"{formats.mib(sample['peak_rss']):>9}  (process {sample['wall']:.1f} s)"
         )
-    if sample.get("written", sample["rows"]) != sample["rows"]:
-        extra += f"  LOST {sample['rows'] - sample['written']:,} rows"
+    if sample.get("lost_rows"):
+        extra += f"  LOST {sample['lost_rows']:,} rows"
     print(
-        f"  [{repeat + 1}/{repeats}] {series['label']:<40} {sample['rows']:>10,} rows  "
+        f"  [{repeat + 1}/{repeats}] {label:<40} {sample['rows']:>10,} rows  "
         f"{sample['seconds']:7.2f} s  {sample['rows'] / sample['seconds']:>10,.0f} {unit}{extra}",
         flush=True,
     )
 
 
 class _Measurement:
-    """The section's configurations (one series each) and the steps that run them."""
+    """The section's configurations (one label each) and the steps that run them."""
 
     def __init__(self, ctx: Context):
         self.ctx = ctx
@@ -356,27 +353,7 @@ class _Measurement:
         )
         self.out = ctx.path("out")
         self.main = ""  # the --rows dataset, set by prepare()
-        self.ours = {name: _series(f"ours, {name}, {rows:,} rows") for name in COMPRESSIONS}
-        self.ours_other = {n: _series(f"ours, none, {n:,} rows") for n in self.other_sizes}
-        self.stock = {
-            mode: _series(f"stock TFX ({mode}), gzip, {self.stock_rows:,} rows")
-            for mode in STOCK_MODES
-        }
-        self.stock_big = (
-            {
-                mode: _series(f"stock TFX ({mode}), gzip, {self.stock_big_rows:,} rows (1 run)")
-                for mode in STOCK_MODES
-            }
-            if self.stock_big_rows
-            else None
-        )
-        self.loops = {
-            "tfx_bsl": _series("loop: tfx_bsl encoder + TFRecordWriter"),
-            "ours": _series("loop: our encoder + file write"),
-        }
-        self.reads = {name: _series(f"read {name}") for name in COMPRESSIONS}
-        self.read_errors: dict[str, str] = {}
-        self.features = None
+        self.recorder = Recorder("examplegen")
 
     def prepare(self) -> None:
         """The datasets, then one untimed warm-up conversion."""
@@ -400,12 +377,29 @@ class _Measurement:
         )
         shutil.rmtree(os.path.join(self.out, "warm-up"), ignore_errors=True)
 
-    def _convert(self, series: dict, name: str, task: str, repeat: int, **params) -> str:
+    def _add(self, label: str, sample: dict, repeat: int, unit: str = "rows/s") -> None:
+        sample = with_rate(sample)
+        self.recorder.add(label, sample)
+        _report(label, sample, repeat, self.ctx.repeats, unit)
+
+    def _convert(self, label: str, name: str, task: str, repeat: int, **params) -> str:
         """One conversion in its own child, writing `<out>/<name>`; returns that folder."""
         target = os.path.join(self.out, name)
         run = harness.run_task(self.ctx, name, f"examplegen:{task}", output_dir=target, **params)
-        _add(series, harness.sample(run), repeat, self.ctx.repeats)
+        self._add(label, harness.sample(run), repeat)
         return target
+
+    def _stock(self, label: str, name: str, repeat: int, rows: int, mode: str) -> None:
+        target = self._convert(
+            label,
+            name,
+            "task_convert_stock",
+            repeat,
+            input_base=self.ctx.dataset(rows),
+            expected_rows=rows,
+            mode=mode,
+        )
+        shutil.rmtree(target, ignore_errors=True)
 
     def repeat(self, repeat: int) -> None:
         """One pass over every configuration, in an order rotated by `repeat`."""
@@ -413,7 +407,7 @@ class _Measurement:
         for name in _rotated(list(COMPRESSIONS), repeat):
             compression, level = COMPRESSIONS[name]
             outputs[name] = self._convert(
-                self.ours[name],
+                f"ours, {name}",
                 f"ours-{name}-{repeat}",
                 "task_convert_ours",
                 repeat,
@@ -427,7 +421,7 @@ class _Measurement:
         for n in _rotated(self.other_sizes, repeat) if self.other_sizes else []:
             shutil.rmtree(
                 self._convert(
-                    self.ours_other[n],
+                    f"ours, none, {n:,} rows",
                     f"ours-none-{n}-{repeat}",
                     "task_convert_ours",
                     repeat,
@@ -438,31 +432,12 @@ class _Measurement:
                 ignore_errors=True,
             )
         for mode in _rotated(list(STOCK_MODES), repeat):
-            shutil.rmtree(
-                self._convert(
-                    self.stock[mode],
-                    f"stock-{mode}-{repeat}",
-                    "task_convert_stock",
-                    repeat,
-                    input_base=self.ctx.dataset(self.stock_rows),
-                    expected_rows=self.stock_rows,
-                    mode=mode,
-                ),
-                ignore_errors=True,
+            self._stock(
+                f"stock TFX ({mode}), gzip", f"stock-{mode}-{repeat}", repeat, self.stock_rows, mode
             )
-            if self.stock_big is not None and repeat == 0:  # one run: stock takes a while there
-                shutil.rmtree(
-                    self._convert(
-                        self.stock_big[mode],
-                        f"stock-big-{mode}",
-                        "task_convert_stock",
-                        repeat,
-                        input_base=self.ctx.dataset(self.stock_big_rows),
-                        expected_rows=self.stock_big_rows,
-                        mode=mode,
-                    ),
-                    ignore_errors=True,
-                )
+            if self.stock_big_rows and repeat == 0:  # one run: stock takes a while there
+                label = f"stock TFX ({mode}), gzip, {STOCK_SCALE}x rows (1 run)"
+                self._stock(label, f"stock-big-{mode}", repeat, self.stock_big_rows, mode)
 
     def _loops_and_reads(self, repeat: int, outputs: dict) -> None:
         """The Beam-free loops, then reading `outputs` back, in one child."""
@@ -470,49 +445,32 @@ class _Measurement:
             self.ctx,
             f"loops-reads-{repeat}",
             "examplegen:task_loops_then_reads",
-            loop_kinds=_rotated(list(self.loops), repeat),
+            loop_kinds=_rotated(list(LOOPS), repeat),
             loop_input=self.main,
             loop_output=os.path.join(self.out, f"loops-{repeat}"),
             read_outputs={n: outputs[n] for n in _rotated(list(COMPRESSIONS), repeat)},
             expected_rows=self.ctx.rows,
         ).result
         for kind, result in both["loops"].items():
-            _add(self.loops[kind], result, repeat, self.ctx.repeats)
-        self.features = both["features"]
+            self._add(LOOPS[kind], result, repeat)
+        self.recorder.add("dataset", {"features": both["features"]})
         for name, result in both["reads"].items():
             if "error" in result:
-                self.read_errors[name] = result["error"]
+                self.recorder.add(f"read, {name}", result)
                 print(
-                    f"  [{repeat + 1}/{self.ctx.repeats}] read {name}: UNREADABLE — "
-                    f"{result['error']}",
-                    flush=True,
+                    f"  [{repeat + 1}/{self.ctx.repeats}] read {name}: UNREADABLE — {result['error']}"
                 )
             else:
-                _add(self.reads[name], result, repeat, self.ctx.repeats, "ex/s")
+                self._add(f"read, {name}", result, repeat, "ex/s")
 
-    def record(self) -> dict:
-        """The results record: the command's sizes, the dataset and every series' raw samples."""
-        return {
-            "rows": self.ctx.rows,
-            "stock_rows": self.stock_rows,
-            "repeats": self.ctx.repeats,
-            "batch_size": BATCH_SIZE,
-            "read_batch": READ_BATCH,
-            "stock_split_pattern": STOCK_SPLIT_PATTERN,
-            "dataset": harness.dataset_facts(self.main),
-            "features": self.features,
-            "ours": self.ours,
-            "ours_other": {str(n): s for n, s in self.ours_other.items()},
-            "stock": self.stock,
-            "stock_big": self.stock_big,
-            "loops": self.loops,
-            "reads": self.reads,
-            "read_errors": self.read_errors,
-        }
+    def rows(self) -> list[dict]:
+        """The section's rows: the dataset's facts and every configuration's samples."""
+        self.recorder.add("dataset", harness.dataset_facts(self.main))
+        return self.recorder.rows()
 
 
-def run(ctx: Context) -> dict:
-    """Measure the section; returns its results record (see `report_examplegen` for the report)."""
+def run(ctx: Context) -> list[dict]:
+    """Measure the section; returns its rows (see `results`)."""
     measurement = _Measurement(ctx)
     measurement.prepare()
     print(
@@ -523,4 +481,4 @@ def run(ctx: Context) -> dict:
     for repeat in range(ctx.repeats):
         measurement.repeat(repeat)
     shutil.rmtree(measurement.out, ignore_errors=True)
-    return measurement.record()
+    return measurement.rows()

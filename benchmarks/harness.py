@@ -1,4 +1,4 @@
-"""What the benchmark sections share: machine facts, datasets, measured child-process runs, report pieces.
+"""What the benchmark sections share: machine facts, datasets, measured child-process runs.
 
 Every measured run is a fresh `python -m benchmarks.worker` child process; this (parent) process
 only orchestrates, samples the child's whole process tree for peak RSS (Beam's DirectRunner
@@ -21,7 +21,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Callable, Optional, Sequence
+from typing import Optional
 
 import psutil
 
@@ -342,91 +342,6 @@ def sample(run: Run) -> dict:
     }
 
 
-# --- statistics and formatting ---------------------------------------------------------------
-
-
-def median(values: Sequence[float]) -> float:
-    return statistics.median(values)
-
-
-def spread(values: Sequence[float]) -> float:
-    """(max - min) / median: how noisy the repeats were."""
-    m = median(values)
-    return (max(values) - min(values)) / m if m else 0.0
-
-
-def rate(x: float) -> str:
-    return f"{x:,.0f}"
-
-
-def ratio(x: float) -> str:
-    return f"{x:,.0f}x" if x >= 20 else f"{x:.2f}x"
-
-
-def percent(x: float) -> str:
-    return f"{x * 100:+.1f}%"
-
-
-def mib(n: float) -> str:
-    return f"{n / 2**20:,.0f} MiB"
-
-
-def size(n: float) -> str:
-    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:,.1f} MiB"
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str = "") -> str:
-    """A Markdown table; `align` has one letter per column, l or r (default: l then r...)."""
-    align = align or "l" + "r" * (len(headers) - 1)
-    marks = [":---" if a == "l" else "---:" for a in align]
-    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(marks) + " |"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-# --- the report ------------------------------------------------------------------------------
-
-
-def finish_memory_axes(ax, xlabel: str, ylabel: str, title: str) -> None:
-    """The layout the memory-against-rows panels share: log rows, memory from zero."""
-    ax.set_xscale("log")
-    ax.set_ylim(bottom=0)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7)
-
-
-@dataclasses.dataclass
-class Target:
-    name: str
-    goal: str
-    measured: str
-    met: Optional[bool]  # None: could not be measured in this run
-
-
-@dataclasses.dataclass
-class Summary:
-    """One row of README.md's performance table (`report_readme`): what, ours, baseline, ratio."""
-
-    what: str
-    ours: str
-    baseline: str = ""
-    ratio: str = ""
-
-
-@dataclasses.dataclass
-class Section:
-    title: str
-    markdown: str
-    targets: list[Target]
-    # Each panel draws one matplotlib Axes of docs/benchmarks.png.
-    panels: list[Callable] = dataclasses.field(default_factory=list)
-    # README.md's share of the section: table rows, and sentences printed under the table.
-    summary: list[Summary] = dataclasses.field(default_factory=list)
-    remarks: list[str] = dataclasses.field(default_factory=list)
-
-
 def machine() -> dict:
     model = "unknown"
     try:
@@ -473,11 +388,9 @@ def core_scaling(n: int = 8_000_000, repeats: int = 3) -> dict:
             p.join()
         return time.perf_counter() - start
 
-    one, two = [], []
-    for _ in range(repeats):
-        one.append(timed(1))
-        two.append(timed(2))
-    return {"one": median(one), "two": median(two), "speedup": 2 * median(one) / median(two)}
+    pairs = [(timed(1), timed(2)) for _ in range(repeats)]  # alternated, as drift hits both
+    one, two = (statistics.median(times) for times in zip(*pairs, strict=True))
+    return {"one": one, "two": two, "speedup": 2 * one / two}
 
 
 def cpu_snapshot() -> dict:

@@ -17,6 +17,7 @@ import time
 
 from benchmarks import harness
 from benchmarks.harness import Context
+from benchmarks.results import Recorder
 
 BATCH = 4096
 BATCHES = 150  # measured batches per method, after the first (start-up) batch
@@ -380,21 +381,29 @@ TRAINING = [  # (label, task)
 ]
 
 
-def _interleaved(ctx: Context, methods: list, shown, **params) -> dict:
+MEMORY = {  # data scale → configuration of the peak-RSS runs
+    1: f"peak RSS: ours, columnar batches, {MEMORY_BATCHES:,} batches, main data",
+    LARGE_SCALE: f"peak RSS: ours, columnar batches, {MEMORY_BATCHES:,} batches, {LARGE_SCALE}x data",
+}
+
+
+def _interleaved(recorder: Recorder, ctx: Context, methods: list, shown, **params) -> None:
     """`methods` ((label, task) pairs) run in turn, `ctx.repeats` times, so that drift in the
-    machine's speed hits each alike: task → {"label", "samples"}."""
-    results = {task: {"label": label, "samples": []} for label, task in methods}
+    machine's speed hits each alike; each run recorded under its label."""
     for repeat in range(ctx.repeats):
         for label, task in methods:
             run = harness.run_task(
                 ctx, f"input-{task}-{repeat}", f"input_pipeline:{task}", **params
             )
-            results[task]["samples"].append(harness.sample(run))
+            recorder.add(label, harness.sample(run))
             print(f"  {label} {repeat + 1}/{ctx.repeats}: {shown(run.result)}", flush=True)
-    return results
 
 
-def _large_runs(ctx: Context, examples: str) -> tuple[dict, dict]:
+def _examples_per_second(result: dict) -> str:
+    return f"{result['examples_per_second']:,.0f} ex/s"
+
+
+def _large_runs(recorder: Recorder, ctx: Context, examples: str) -> None:
     """On LARGE_SCALE times the main rows: ours' peak RSS (columnar batches, MEMORY_BATCHES each,
     beside the main rows: whether it grows with the data), and GPU-sized batches, of which the
     main data holds too few for an epoch not to end every few batches."""
@@ -407,69 +416,44 @@ def _large_runs(ctx: Context, examples: str) -> tuple[dict, dict]:
         input_base=ctx.dataset(large_rows),
         output_dir=large_examples,
     )
-    samples = {str(ctx.rows): [], str(large_rows): []}
     for repeat in range(ctx.repeats):  # a single run's peak moves with tf.data's autotuning
-        for rows, folder in ((ctx.rows, examples), (large_rows, large_examples)):
+        for scale, folder in ((1, examples), (LARGE_SCALE, large_examples)):
             run = harness.run_task(
                 ctx,
-                f"input-memory-{rows}-{repeat}",
+                f"input-memory-{scale}-{repeat}",
                 "input_pipeline:task_ours",
                 examples_dir=folder,
                 batches=MEMORY_BATCHES,
             )
-            samples[str(rows)].append(harness.sample(run))
-    gpu_batch = _interleaved(
-        ctx,
-        GPU_BATCH_METHODS,
-        lambda r: f"{r['examples_per_second']:,.0f} ex/s",
-        examples_dir=large_examples,
+            recorder.add(MEMORY[scale], {"rows": scale * ctx.rows, **harness.sample(run)})
+    _interleaved(
+        recorder, ctx, GPU_BATCH_METHODS, _examples_per_second, examples_dir=large_examples
     )
     shutil.rmtree(large_examples, ignore_errors=True)
-    memory = {"batches": MEMORY_BATCHES, "rows": [ctx.rows, large_rows], "samples": samples}
-    return memory, {
-        "batch": GPU_BATCH,
-        "batches": GPU_BATCHES,
-        "rows": large_rows,
-        "methods": gpu_batch,
-    }
 
 
-def run(ctx: Context) -> dict:
-    """Measure the section; returns its results record (see `report_input_pipeline`)."""
+def _training_rates(result: dict) -> str:
+    return (
+        f"{result['steps_per_second']:.2f} steps/s, input wait {result['input_wait_fraction']:.0%}"
+    )
+
+
+def run(ctx: Context) -> list[dict]:
+    """Measure the section; returns its rows (see `results`)."""
     data = ctx.dataset(ctx.rows)
     examples = ctx.path("schema", "examples")
     harness.run_task(
         ctx, "input-convert", "schema_inference:task_convert", input_base=data, output_dir=examples
     )
-    methods = {task: {"label": label, "samples": []} for label, task, _ in METHODS}
+    recorder = Recorder("input_pipeline")
     for repeat in range(ctx.repeats):  # interleaved, so drift in machine speed hits every method
         for label, task, source in METHODS:
             params = {"examples_dir": examples} if source == "examples" else {"parquet_dir": data}
             run = harness.run_task(
                 ctx, f"input-{task}-{repeat}", f"input_pipeline:{task}", **params
             )
-            methods[task]["samples"].append(harness.sample(run))
-            print(
-                f"  {label} {repeat + 1}/{ctx.repeats}: "
-                f"{run.result['examples_per_second']:,.0f} ex/s",
-                flush=True,
-            )
-    memory, gpu_batch = _large_runs(ctx, examples)
-    training = _interleaved(
-        ctx,
-        TRAINING,
-        lambda r: f"{r['steps_per_second']:.2f} steps/s, input wait {r['input_wait_fraction']:.0%}",
-        examples_dir=examples,
-    )
-    return {
-        "rows": ctx.rows,
-        "repeats": ctx.repeats,
-        "batch": BATCH,
-        "batches": BATCHES,
-        "slow_batches": SLOW_BATCHES,
-        "methods": methods,
-        "memory": memory,
-        "gpu_batch": gpu_batch,
-        "train_steps": TRAIN_STEPS,
-        "training": training,
-    }
+            recorder.add(label, harness.sample(run))
+            print(f"  {label} {repeat + 1}/{ctx.repeats}: {_examples_per_second(run.result)}")
+    _large_runs(recorder, ctx, examples)
+    _interleaved(recorder, ctx, TRAINING, _training_rates, examples_dir=examples)
+    return recorder.rows()

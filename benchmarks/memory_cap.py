@@ -15,8 +15,9 @@ import glob
 import os
 import shutil
 
-from benchmarks import harness
+from benchmarks import formats, harness
 from benchmarks.harness import Context
+from benchmarks.results import Recorder, with_rate
 
 CGROUP_ROOT = "/sys/fs/cgroup/memory"
 SIZES = (700_000, 2_000_000, 7_000_000)
@@ -46,12 +47,10 @@ def task_convert(cgroup: str, input_base: str, output_dir: str) -> dict:
     # As a TabularTrainer pipeline converts: columnar batches too (they buffer a record per split).
     options = plan.OutputOptions(columnar_batch_rows=columnar.DEFAULT_BATCH_ROWS)
     result = convert.convert(dataset, output_dir, options=options)
-    return {
-        "rows": sum(result.rows.values()),
-        "expected": dataset.num_rows,
-        "seconds": result.seconds,
-        **_peaks(cgroup),
-    }
+    rows = sum(result.rows.values())
+    if rows != dataset.num_rows:
+        raise RuntimeError(f"wrote {rows} rows of {dataset.num_rows}")
+    return {"seconds": result.seconds, **_peaks(cgroup)}
 
 
 def task_arrow_bytes_per_row(input_base: str) -> dict:
@@ -113,12 +112,14 @@ def _run_capped(ctx: Context, name: str, func: str, limit: int, **params) -> dic
         os.rmdir(cgroup)
 
 
-def run(ctx: Context) -> dict:
-    """Measure the section; returns its results record (see `report_memory_cap`): `unavailable`
-    says why nothing was measured, else per size (rows, as a string) each job's result."""
+def run(ctx: Context) -> list[dict]:
+    """Measure the section; returns its rows (see `results`): per job and size its result under
+    the cap, or an `error`; where no cgroup can be made, one row saying why."""
+    recorder = Recorder("memory_cap")
     reason = _unavailable()
     if reason:
-        return {"unavailable": reason, "caps": CAPS}
+        recorder.add("memory cgroup", {"error": reason})
+        return recorder.rows()
     print("Section — memory cap: preparing datasets", flush=True)
     data = {n: harness.generated_dataset(ctx.path("data"), n) for n in SIZES}
     bytes_per_row = harness.run_task(
@@ -126,10 +127,9 @@ def run(ctx: Context) -> dict:
     ).result["bytes_per_row"]
     out = ctx.path("memory-cap")
     shutil.rmtree(out, ignore_errors=True)
-    converted, read = {}, {}
     for n in SIZES:
         target = os.path.join(out, f"examples-{n}")
-        converted[n] = _run_capped(
+        converted = _run_capped(
             ctx,
             f"cap-convert-{n}",
             "memory_cap:task_convert",
@@ -137,23 +137,22 @@ def run(ctx: Context) -> dict:
             input_base=data[n],
             output_dir=target,
         )
-        converted[n]["data_bytes"] = n * bytes_per_row
-        print(
-            f"  convert {n:,} rows under {harness.mib(CAPS['convert'])}: {converted[n]}", flush=True
-        )
-        if "error" in converted[n]:
-            read[n] = {"error": "no input: the conversion failed"}
+        _record(recorder, "convert", n, converted, n * bytes_per_row)
+        if "error" in converted:
             continue
-        read[n] = _run_capped(
+        read = _run_capped(
             ctx, f"cap-input-{n}", "memory_cap:task_input_fn", CAPS["input_fn"], examples_dir=target
         )
-        read[n]["data_bytes"] = harness.folder_bytes(target, "data_tfrecord")
-        print(f"  input_fn {n:,} rows under {harness.mib(CAPS['input_fn'])}: {read[n]}", flush=True)
+        _record(recorder, "input_fn", n, read, harness.folder_bytes(target, "data_tfrecord"))
         shutil.rmtree(target, ignore_errors=True)
     shutil.rmtree(out, ignore_errors=True)
-    return {
-        "caps": CAPS,
-        "bytes_per_row": bytes_per_row,
-        "convert": {str(n): r for n, r in converted.items()},
-        "input_fn": {str(n): r for n, r in read.items()},
-    }
+    return recorder.rows()
+
+
+def _record(recorder: Recorder, job: str, rows: int, result: dict, data_bytes: float) -> None:
+    """One job's run under its cap; `data_bytes` is what it processed (see the report)."""
+    sample = {"rows": rows, "cap": CAPS[job], "data_bytes": data_bytes, **result}
+    if "error" not in result:
+        sample = with_rate(sample)
+    recorder.add(f"{job}, {rows:,} rows", sample)
+    print(f"  {job} {rows:,} rows under {formats.mib(CAPS[job])}: {result}", flush=True)

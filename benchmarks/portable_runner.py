@@ -22,9 +22,14 @@ import time
 
 from benchmarks import harness
 from benchmarks.harness import Context
+from benchmarks.results import Recorder, with_rate
 
 NUM_SHARDS = 4
-CONFIGS = ("direct", "portable-1", "portable-2")
+CONFIGS = {  # name → (configuration, the vCPUs it is charged: None for the machine's)
+    "direct": ("DirectRunner, one thread per core (ours' default)", None),
+    "portable-1": ("PortableRunner (embed job service) + worker pool, 1 SDK worker", 1),
+    "portable-2": ("FnApiRunner + the same worker pool, 2 SDK workers", 2),
+}
 
 
 def _pipeline(config: str, pool_port: int):
@@ -55,9 +60,10 @@ def task_convert(input_base: str, output_dir: str, config: str, pool_port: int) 
     result = convert.run_conversion(
         dataset, splits, output_dir, plan.OutputOptions(num_shards=NUM_SHARDS), pipeline
     )
+    rows = sum(result.rows.values())
     return {
-        "rows": sum(result.rows.values()),
-        "expected": dataset.num_rows,
+        "rows": rows,
+        "missing_rows": dataset.num_rows - rows,
         "seconds": result.seconds,
         # run_conversion's pre-flight worker check comes before its own clock starts.
         "check_seconds": time.perf_counter() - start - result.seconds,
@@ -74,16 +80,16 @@ def _start_pool(ctx: Context):
     return start_local_pool(ctx.path("logs", "portable-pool.log"), env=env)
 
 
-def run(ctx: Context) -> dict:
-    """Measure the section; returns its results record (see `report_portable_runner`)."""
+def run(ctx: Context) -> list[dict]:
+    """Measure the section; returns its rows (see `results`)."""
     print("Section — portable runner: DirectRunner vs an external SDK worker pool", flush=True)
     data = ctx.dataset(ctx.rows)
     out = ctx.path("portable")
     pool, port = _start_pool(ctx)
-    samples = {config: [] for config in CONFIGS}
+    recorder = Recorder("portable_runner")
     try:
         for repeat in range(ctx.repeats):
-            for config in CONFIGS:
+            for config, (label, vcpus) in CONFIGS.items():
                 target = os.path.join(out, f"{config}-{repeat}")
                 shutil.rmtree(target, ignore_errors=True)
                 run = harness.run_task(
@@ -95,21 +101,16 @@ def run(ctx: Context) -> dict:
                     config=config,
                     pool_port=port,
                 )
-                samples[config].append(harness.sample(run))
+                sample = with_rate(harness.sample(run))
+                recorder.add(label, {**sample, "vcpus": vcpus or os.cpu_count()})
                 shutil.rmtree(target, ignore_errors=True)
-                r = run.result
                 print(
-                    f"  {config} {repeat + 1}/{ctx.repeats}: {r['rows'] / r['seconds']:,.0f} "
-                    f"rows/s ({r['seconds']:.1f} s, worker check {r['check_seconds']:.1f} s)",
+                    f"  {config} {repeat + 1}/{ctx.repeats}: {sample['rows_per_second']:,.0f} "
+                    f"rows/s ({sample['seconds']:.1f} s, worker check {sample['check_seconds']:.1f} s)",
                     flush=True,
                 )
     finally:
         pool.terminate()
         pool.wait(10)
         shutil.rmtree(out, ignore_errors=True)
-    return {
-        "rows": ctx.rows,
-        "num_shards": NUM_SHARDS,
-        "cores": os.cpu_count(),
-        "samples": samples,
-    }
+    return recorder.rows()

@@ -1,67 +1,233 @@
-"""Render the benchmark report from saved results, without measuring anything.
+"""Render the benchmark report from a results file, without measuring anything.
 
-    python -m benchmarks.report docs/benchmarks.json [--out docs/benchmarks.md]
-    python -m benchmarks.report docs/benchmarks.json --readme [README.md]
+    python -m benchmarks.report [docs/benchmarks.json] [--out docs/benchmarks.md]
+    python -m benchmarks.report [docs/benchmarks.json] --readme [README.md]
 
-`benchmarks.run` saves every section's results record in one JSON file beside the report, then
-calls `write` on it; this entry point re-renders that file, writing the Markdown report and, beside
-it as .png, the plots. With `--readme` it rewrites only README.md's performance table, between its
-bench markers (`report_readme`). Each section's renderer lives in `report_<section>.py`.
+One renderer for every section: the tables and plot panels that `layout.py` declares, over the
+tidy rows of the results file (`results.py`), the targets of `targets.py` checked against them,
+the static method text of `method/*.md`; the plot goes beside the report as .png. With
+`--readme` it rewrites only README.md's performance table, between its bench markers.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import dataclasses
 import os
 import sys
+import textwrap
+from typing import Optional, Sequence
 
-from benchmarks import (
-    harness,
-    report_example_statistics,
-    report_examplegen,
-    report_input_pipeline,
-    report_memory_cap,
-    report_portable_runner,
-    report_readme,
-    report_schema_inference,
-    report_wide_table,
-)
+from benchmarks import formats, layout, results
+from benchmarks.targets import TARGETS, Target
 
-# Section name (its key in the results file) → render(record) -> harness.Section.
-RENDERERS = {
-    "examplegen": report_examplegen.render,
-    "example_statistics": report_example_statistics.render,
-    "schema_inference": report_schema_inference.render,
-    "input_pipeline": report_input_pipeline.render,
-    "memory_cap": report_memory_cap.render,
-    "portable_runner": report_portable_runner.render,
-    "wide_table": report_wide_table.render,
-}
+METHOD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "method")
 VERDICTS = {True: "**met**", False: "**not met**", None: "not measured"}
+START = "<!-- bench:start -->"
+END = "<!-- bench:end -->"
+NOTICE = (
+    "<!-- Generated from docs/benchmarks.json by `make bench` (without measuring: "
+    "`python -m benchmarks.report --readme`); edits here are overwritten. -->"
+)
+WIDTH = 100  # README's prose wraps here
+UNMEASURABLE = (results.Missing, ZeroDivisionError, ValueError)
 
 
-def load(path: str) -> dict:
-    with open(path) as handle:
-        return json.load(handle)
+@dataclasses.dataclass
+class Checked:
+    target: Target
+    value: Optional[float]  # None: not measured
+
+    @property
+    def met(self) -> Optional[bool]:
+        return None if self.value is None else self.target.met(self.value)
+
+    @property
+    def goal(self) -> str:
+        return f"{self.target.comparison} {self.target.format(self.target.threshold)}"
+
+    @property
+    def measured(self) -> str:
+        return "—" if self.value is None else self.target.format(self.value)
 
 
-def render_sections(results: dict) -> list[harness.Section]:
-    return [RENDERERS[name](record) for name, record in results["sections"].items()]
+@dataclasses.dataclass
+class Report:
+    run: dict  # the results file's header: command, machine, versions, calibration
+    sections: dict[str, results.Section]
+    checked: list[Checked]
 
 
-def plot(sections: list[harness.Section], path: str) -> None:
+def build(saved: dict) -> Report:
+    """The results' sections, with each layout's derived figures, and every target checked."""
+    sections = results.sections(saved["rows"])
+    for view in layout.LAYOUTS:
+        if view.derive and view.section in sections:
+            try:
+                view.derive(sections[view.section])
+            except UNMEASURABLE:
+                pass  # the figures it derives are then "not measured"
+    return Report(saved["run"], sections, [_check(t, sections) for t in TARGETS])
+
+
+def _check(target: Target, sections: dict) -> Checked:
+    try:
+        return Checked(target, target.figure(sections[target.section]))
+    except (KeyError, *UNMEASURABLE):
+        return Checked(target, None)
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str = "") -> str:
+    """A Markdown table; `align` has a letter per column, l or r (default: all l)."""
+    marks = [":---" if a == "l" else "---:" for a in align or "l" * len(headers)]
+    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(marks) + " |"]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+
+
+def _cell(column: layout.Column, row: results.Configuration, section: results.Section) -> str:
+    try:
+        if isinstance(column.value, str):
+            return column.format(getattr(row, column.value))
+        return column.format(column.value(row, section))
+    except UNMEASURABLE:
+        return "—"
+
+
+def _table(table: layout.Table, section: results.Section) -> list[str]:
+    rows = table.rows(section)
+    if not rows:
+        return []
+    body = [[_cell(column, row, section) for column in table.columns] for row in rows]
+    head = [f"### {table.title}", ""] if table.title else []
+    headers, align = [c.header for c in table.columns], "".join(c.align for c in table.columns)
+    return [*head, markdown_table(headers, body, align), ""]
+
+
+def _notes(section: results.Section) -> list[str]:
+    """What the results say went wrong: every configuration's error."""
+    errors = [
+        f"* {c.name}: {error}"
+        for c in section.configurations.values()
+        for error in dict.fromkeys(c.metrics.get("error", []))
+    ]
+    return ["Errors:", "", *errors, ""] if errors else []
+
+
+def _method(section: str) -> list[str]:
+    with open(os.path.join(METHOD, f"{section}.md"), encoding="utf-8") as handle:
+        return [handle.read().strip(), ""]
+
+
+def _machine(report: Report) -> list[str]:
+    run = report.run
+    machine, scaling = run["machine"], run["calibration"]["scaling"]
+    contention = run["calibration"]["contention"]
+    rows = [
+        ["CPU", f"{machine['nproc']} × {machine['cpu']}"],
+        ["Memory", formats.size(machine["memory"])],
+        ["OS", machine["kernel"]],
+        ["Load average at start", " / ".join(f"{x:.2f}" for x in machine["load"])],
+        [
+            "2-process speedup, pure-Python loop (ideal 2.00x), at start and end",
+            " and ".join(formats.ratio(s["speedup"]) for s in scaling),
+        ],
+        [
+            "CPU used by other processes / by the benchmark / stolen, during the run",
+            f"{formats.share(contention['other'])} / {formats.share(contention['own'])} / "
+            f"{formats.share(contention['steal'])} of {machine['nproc']} cores",
+        ],
+        ["Python", machine["python"]],
+        *[[name, version] for name, version in run["versions"].items()],
+        ["tfx_tabular", f"{run['code']} (copied at the start; every run used that copy)"],
+    ]
+    return ["## Machine and versions", "", markdown_table(["", ""], rows), "", *_method("machine")]
+
+
+def _targets(report: Report) -> list[str]:
+    titles = {view.section: view.title.split(":")[0].split(" (")[0] for view in layout.LAYOUTS}
+    rows = [
+        [titles[c.target.section], c.target.name, c.goal, c.measured, VERDICTS[c.met], c.target.why]
+        for c in report.checked
+    ]
+    headers = ["Section", "Target", "Goal", "Measured", "Met?", "Why"]
+    return ["## Targets", "", markdown_table(headers, rows, "llrrll"), ""]
+
+
+def markdown(report: Report, png: str) -> str:
+    command = report.run["command"]
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Generated by `make bench` (`python -m benchmarks.run --rows {command['rows']} "
+        f"--stock-rows {command['stock_rows']} --repeats {command['repeats']}`) on "
+        f"{report.run['started_utc']}; the whole run took "
+        f"{report.run['elapsed_seconds'] / 60:.1f} min. Regenerate rather than edit.",
+        "",
+        *_machine(report),
+        *_targets(report),
+        f"![Benchmark plots]({os.path.basename(png)})",
+        "",
+    ]
+    for view in layout.LAYOUTS:
+        section = report.sections.get(view.section)
+        if section is None:
+            continue
+        lines += [f"## {view.title}", "", *_method(view.section)]
+        for table in view.tables:
+            lines += _table(table, section)
+        lines += _notes(section)
+    return "\n".join(lines)
+
+
+# --- the plot ----------------------------------------------------------------------------------
+
+
+def _bars(panel: layout.Bars, section: results.Section, ax) -> None:
+    shown = [(c.name, getattr(c, panel.metric)) for c in panel.rows(section)]
+    y = list(range(len(shown)))[::-1]
+    ax.barh(y, [value for _, value in shown], color="#3182bd")
+    ax.set_yticks(y)
+    ax.set_yticklabels([textwrap.fill(name, 40) for name, _ in shown], fontsize=6)
+    for yi, (_, value) in zip(y, shown, strict=True):
+        ax.text(value * 1.08, yi, f"{value:,.0f}" if value >= 100 else f"{value:.3g}", fontsize=6)
+    ax.set_xscale("log")
+    values = [value for _, value in shown]
+    ax.set_xlim(min(values) / 2, max(values) * 4)  # room for the figures, and bars' lengths
+    ax.set_xlabel(f"{panel.label} (log scale, median)")
+
+
+def _lines(panel: layout.Lines, section: results.Section, ax) -> None:
+    for label, select in panel.groups.items():
+        points = [(c.rows, getattr(c, panel.metric)) for c in select(section)]
+        ax.plot([x for x, _ in points], [y / 2**20 for _, y in points], "o-", label=label)
+    ax.set_xscale("log")
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("rows (log scale)")
+    ax.set_ylabel(f"{panel.label}, MiB (median)")
+    ax.legend(fontsize=7)
+
+
+def plot(report: Report, path: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [panel for section in sections for panel in section.panels]
+    panels = [
+        (panel, report.sections[view.section])
+        for view in layout.LAYOUTS
+        if view.section in report.sections
+        for panel in view.panels
+    ]
     columns = min(3, len(panels))
     rows = -(-len(panels) // columns)
     fig, axes = plt.subplots(rows, columns, figsize=(6 * columns, 4.6 * rows), squeeze=False)
-    for ax, panel in zip(axes.flat, panels, strict=False):  # the last row may have spare axes
-        panel(ax)
+    for ax, (panel, section) in zip(axes.flat, panels, strict=False):
+        try:
+            (_bars if isinstance(panel, layout.Bars) else _lines)(panel, section, ax)
+        except UNMEASURABLE:
+            ax.text(0.5, 0.5, "not measured", ha="center", transform=ax.transAxes)
+        ax.set_title(panel.title, fontsize=9)
     for ax in list(axes.flat)[len(panels) :]:
         ax.set_visible(False)
     fig.tight_layout()
@@ -69,95 +235,93 @@ def plot(sections: list[harness.Section], path: str) -> None:
     plt.close(fig)
 
 
-def _header(results: dict) -> list[str]:
-    command = results["command"]
-    return [
-        "# Benchmarks",
-        "",
-        f"Generated by `make bench` (`python -m benchmarks.run --rows {command['rows']} "
-        f"--stock-rows {command['stock_rows']} --repeats {command['repeats']}`) on "
-        f"{results['started_utc']}; the whole run took {results['elapsed_seconds'] / 60:.1f} "
-        "min. Regenerate rather than edit.",
-        "",
-    ]
-
-
-def _machine(results: dict) -> list[str]:
-    machine, scaling = results["machine"], results["calibration"]["scaling"]
-    contention = results["calibration"]["contention"]
-    table = harness.table(
-        ["", ""],
-        [
-            ["CPU", f"{machine['nproc']} × {machine['cpu']} (nproc {machine['nproc']})"],
-            ["Memory", harness.size(machine["memory"])],
-            ["OS", machine["kernel"]],
-            ["Load average at start", " / ".join(f"{x:.2f}" for x in machine["load"])],
-            [
-                "2-process speedup, pure-Python loop (ideal 2.00x)",
-                " at start, ".join(f"{s['speedup']:.2f}x" for s in scaling)
-                + " at end"
-                + f" (1 process {scaling[0]['one']:.2f} s, 2 processes {scaling[0]['two']:.2f} s at start)",
-            ],
-            [
-                "CPU used by other processes during the run",
-                f"{contention['other']:.0%} of the machine's {machine['nproc']} cores "
-                f"(the benchmark used {contention['own']:.0%}; hypervisor steal {contention['steal']:.0%})",
-            ],
-            ["Python", machine["python"]],
-            *[[name, version] for name, version in results["versions"].items()],
-            ["tfx_tabular", f"{results['code']} (copied at the start; every run used that copy)"],
-        ],
-        "ll",
-    )
-    return [
-        "## Machine and versions",
-        "",
-        table,
-        "",
-        "The machine is shared and noisy: read medians and ratios, not single runs. The "
-        "2-process speedup row is a calibration: how much of a second core a CPU-bound "
-        "process actually got while this ran; every 2-process figure below is bounded "
-        "by it. The CPU row counts what processes outside the benchmark used meanwhile "
-        "(/proc/stat busy time minus the benchmark's own rusage).",
-        "",
-    ]
-
-
-def _targets(sections: list[harness.Section]) -> list[str]:
-    table = harness.table(
-        ["Section", "Target", "Goal", "Measured", "Met?"],
-        [
-            [s.title.split(":")[0].split(" (")[0], t.name, t.goal, t.measured, VERDICTS[t.met]]
-            for s in sections
-            for t in s.targets
-        ],
-        "lllll",
-    )
-    return ["## Targets", "", table, ""]
-
-
-def markdown(results: dict, sections: list[harness.Section], png: str) -> str:
-    lines = [
-        *_header(results),
-        *_machine(results),
-        *_targets(sections),
-        f"![Benchmark plots]({os.path.basename(png)})",
-        "",
-    ]
-    for section in sections:
-        lines += [f"## {section.title}", "", section.markdown.rstrip(), ""]
-    return "\n".join(lines)
-
-
-def write(results: dict, out: str) -> list[harness.Section]:
-    """Write the Markdown report to `out` and the plots beside it (.png); returns the sections."""
-    sections = render_sections(results)
+def write(saved: dict, out: str) -> Report:
+    """Write the Markdown report to `out` and the plot beside it (.png)."""
+    report = build(saved)
     png = os.path.splitext(out)[0] + ".png"
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    plot(sections, png)
-    with open(out, "w") as handle:
-        handle.write(markdown(results, sections, png))
-    return sections
+    plot(report, png)
+    with open(out, "w", encoding="utf-8") as handle:
+        handle.write(markdown(report, png))
+    return report
+
+
+# --- README.md's performance table -------------------------------------------------------------
+
+
+def _summary_row(summary: layout.Summary, section: results.Section) -> list[str]:
+    ours = getattr(section[summary.ours], summary.metric)
+    row = [summary.what, summary.format(ours), "", ""]
+    if summary.baseline:
+        names = summary.baseline if isinstance(summary.baseline, tuple) else (summary.baseline,)
+        base = section.best(names, summary.metric)
+        value = getattr(base, summary.metric)
+        row[2] = f"{base.name}: {summary.format(value)}"
+        row[3] = formats.ratio(value / ours if summary.lower_is_better else ours / value)
+    return row
+
+
+def _summary_rows(report: Report) -> list[list[str]]:
+    rows = []
+    for view in layout.LAYOUTS:
+        for summary in view.summary:
+            try:
+                rows.append(_summary_row(summary, report.sections[view.section]))
+            except (KeyError, *UNMEASURABLE):
+                continue  # not measured in this run
+    return rows
+
+
+def readme_block(report: Report, link: str = "docs/benchmarks.md") -> str:
+    """The text between the markers (a newline after START, one before END); `link` is the
+    full report's, relative to the README."""
+    run, checked = report.run, report.checked
+    measured = [c for c in checked if c.met is not None]
+    missed = [f"{c.target.name} ({c.measured}; goal {c.goal})" for c in measured if not c.met]
+    intro = (
+        f"Medians of {run['command']['repeats']} interleaved repeats on "
+        f"{run['command']['rows']:,} Criteo-shaped rows, from one `make bench` run on "
+        f"{run['started_utc']} ({run['machine']['nproc']} × {run['machine']['cpu']} vCPUs); "
+        f"every figure, method and target: [{link}]({link})."
+    )
+    verdict = f"Targets: {sum(bool(c.met) for c in measured)} of {len(checked)} met"
+    verdict += f" ([{link}]({link}#targets))" + (
+        "; not met: " + "; ".join(missed) if missed else ""
+    )
+    table = markdown_table(["what", "ours", "baseline", "ratio"], _summary_rows(report))
+    return "\n".join(["", NOTICE, "", _fill(intro), "", table, "", _fill(verdict + "."), ""])
+
+
+def _fill(text: str) -> str:
+    return textwrap.fill(text, WIDTH, break_long_words=False, break_on_hyphens=False)
+
+
+def replace_block(text: str, new: str) -> str:
+    """`text` with what lies between its one START marker and its one END marker replaced."""
+    if text.count(START) != 1 or text.count(END) != 1:
+        raise ValueError(f"expected one {START} and one {END} marker")
+    start, end = text.index(START) + len(START), text.index(END)
+    if end < start:
+        raise ValueError(f"{END} comes before {START}")
+    return text[:start] + new + text[end:]
+
+
+def current_block(text: str) -> str:
+    """What lies between the markers now."""
+    replace_block(text, "")  # validates the markers
+    return text[text.index(START) + len(START) : text.index(END)]
+
+
+def update_readme(readme: str, report: Report, link: str = "docs/benchmarks.md") -> bool:
+    """Rewrite `readme`'s block from `report`; True if it changed."""
+    with open(readme, encoding="utf-8") as handle:
+        text = handle.read()
+    new = replace_block(text, readme_block(report, link))
+    if new == text:
+        return False
+    with open(readme, "w", encoding="utf-8") as handle:
+        handle.write(new)
+    return True
 
 
 def main(argv=None) -> int:
@@ -166,17 +330,8 @@ def main(argv=None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument(
-        "results",
-        nargs="?",
-        default="docs/benchmarks.json",
-        help="the results JSON that `benchmarks.run` saved (default: %(default)s)",
-    )
-    p.add_argument(
-        "--out",
-        help="the Markdown report (default: beside the results, as .md); "
-        "the plot goes beside it as .png",
-    )
+    p.add_argument("results", nargs="?", default="docs/benchmarks.json")
+    p.add_argument("--out", help="the Markdown report (default: beside the results, as .md)")
     p.add_argument(
         "--readme",
         nargs="?",
@@ -186,17 +341,14 @@ def main(argv=None) -> int:
     )
     args = p.parse_args(argv)
     out = args.out or os.path.splitext(args.results)[0] + ".md"
+    saved = results.load(args.results)
     if args.readme:
         link = os.path.relpath(out, os.path.dirname(os.path.abspath(args.readme)))
-        results = load(args.results)
-        changed = report_readme.update(args.readme, results, render_sections(results), link)
-        print(
-            f"benchmarks: {'rewrote' if changed else 'left unchanged'} the performance table of "
-            f"{args.readme} from {args.results}"
-        )
+        changed = update_readme(args.readme, build(saved), link)
+        print(f"benchmarks: {'rewrote' if changed else 'left unchanged'} {args.readme}'s table")
         return 0
-    write(load(args.results), out)
-    print(f"benchmarks: wrote {out} and {os.path.splitext(out)[0]}.png from {args.results}")
+    write(saved, out)
+    print(f"benchmarks: wrote {out} and its .png from {args.results}")
     return 0
 
 

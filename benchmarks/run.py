@@ -1,19 +1,19 @@
-"""`make bench`: measure the benchmark sections, save their results as JSON, then render them into
+"""`make bench`: measure the benchmark sections, save their rows as JSON, then render them into
 docs/benchmarks.md, docs/benchmarks.png and README.md's performance table.
 
     python -m benchmarks.run --rows 1000000 [--stock-rows 20000] [--repeats 3]
+    python -m benchmarks.run --rows 20000 --repeats 1 --out /tmp/smoke/benchmarks.md --readme ''
 
-Each section is a module with `run(ctx) -> dict`, a JSON-serialisable results record, saved as
-`<workdir>/results/<section>.json`; all of them, with the machine facts, go to one JSON file beside
-the report (docs/benchmarks.json), which `python -m benchmarks.report` re-renders without measuring
-(`--readme` for README.md's table).
-Add new sections to SECTIONS here and their renderers to `report.RENDERERS`.
+Each section is a module with `run(ctx) -> list[dict]`, its tidy rows (`results.py`), saved as
+`<workdir>/results/<section>.json`; all of them, under the machine facts, go to one results file
+beside the report (docs/benchmarks.json), which `python -m benchmarks.report` re-renders without
+measuring (`--readme` for README.md's table). Add a section to SECTIONS here, its tables to
+`layout.py`, its method to `method/<section>.md` and its targets to `targets.py`.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -27,7 +27,7 @@ from benchmarks import (
     memory_cap,
     portable_runner,
     report,
-    report_readme,
+    results,
     schema_inference,
     wide_table,
 )
@@ -87,15 +87,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def save(data: dict, path: str) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as handle:
-        json.dump(data, handle, indent=1, ensure_ascii=False)
-        handle.write("\n")
-
-
-def measure(ctx: harness.Context, machine: dict, only=None) -> dict:
-    """Every section between two calibrations; the results file's content but for its header."""
+def measure(ctx: harness.Context, machine: dict, only=None) -> tuple[dict, list[dict]]:
+    """Every section between two calibrations: the calibration and the sections' rows."""
     cpu_start = harness.cpu_snapshot()
     scaling = [harness.core_scaling()]
     print(
@@ -103,12 +96,13 @@ def measure(ctx: harness.Context, machine: dict, only=None) -> dict:
         "(pure-Python loop; 2.00x = two full cores)",
         flush=True,
     )
-    sections = {}
+    rows = []
     for name, section in SECTIONS.items():
         if only and name not in only:
             continue
-        sections[name] = section(ctx)
-        save(sections[name], ctx.path("results", f"{name}.json"))
+        section_rows = section(ctx)
+        results.save({"run": {}, "rows": section_rows}, ctx.path("results", f"{name}.json"))
+        rows += section_rows
     scaling.append(harness.core_scaling())
     print(f"  calibration at end: {scaling[1]['speedup']:.2f}x", flush=True)
     contention = harness.cpu_contention(cpu_start, harness.cpu_snapshot(), machine["nproc"])
@@ -117,7 +111,7 @@ def measure(ctx: harness.Context, machine: dict, only=None) -> dict:
         f"(benchmark {contention['own']:.0%}, steal {contention['steal']:.0%})",
         flush=True,
     )
-    return {"calibration": {"scaling": scaling, "contention": contention}, "sections": sections}
+    return {"scaling": scaling, "contention": contention}, rows
 
 
 def main(argv=None) -> int:
@@ -137,7 +131,7 @@ def main(argv=None) -> int:
         code=code,
     )
     machine = harness.machine()
-    results = {
+    run = {
         "command": {"rows": args.rows, "stock_rows": args.stock_rows, "repeats": args.repeats},
         "started_utc": harness.now_utc(),
         "machine": machine,
@@ -150,17 +144,16 @@ def main(argv=None) -> int:
         f"{args.repeats} repeat(s); {machine['nproc']} × {machine['cpu']}; workdir {workdir}",
         flush=True,
     )
-    results.update(measure(ctx, machine, args.only))
-    results["elapsed_seconds"] = elapsed = time.perf_counter() - start
+    run["calibration"], rows = measure(ctx, machine, args.only)
+    run["elapsed_seconds"] = elapsed = time.perf_counter() - start
     results_path = os.path.splitext(args.out)[0] + ".json"
-    save(results, results_path)
-    saved = report.load(results_path)  # as a re-render would see it
-    sections = report.write(saved, args.out)
+    results.save({"run": run, "rows": rows}, results_path)
+    rendered = report.write(results.load(results_path), args.out)  # as a re-render would see it
     readme = args.readme and not args.only  # a partial run would drop the other sections' rows
     if readme:
         link = os.path.relpath(args.out, os.path.dirname(os.path.abspath(args.readme)))
         try:
-            report_readme.update(args.readme, saved, sections, link)
+            report.update_readme(args.readme, rendered, link)
         except (OSError, ValueError) as e:  # the results are saved: report, do not lose them
             print(f"  note: {args.readme}'s performance table not rewritten: {e}", flush=True)
             readme = False
@@ -178,10 +171,9 @@ def main(argv=None) -> int:
             f"the report measures the snapshot taken at the start ({digest[:12]})",
             flush=True,
         )
-    for section in sections:
-        for t in section.targets:
-            state = {True: "met", False: "NOT met", None: "not measured"}[t.met]
-            print(f"  {state:>8}: {t.name}: {t.measured} (goal {t.goal})", flush=True)
+    for checked in rendered.checked:
+        state = {True: "met", False: "NOT met", None: "not measured"}[checked.met]
+        print(f"  {state:>12}: {checked.target.name}: {checked.measured} (goal {checked.goal})")
     return 0
 
 

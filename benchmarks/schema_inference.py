@@ -9,10 +9,12 @@ import time
 
 from benchmarks import harness
 from benchmarks.harness import Context
+from benchmarks.results import Recorder
 
 MANY_FILES = 1000
 # Stock StatisticsGen computes statistics in per-example Python: worker processes suit it best.
 STOCK_BEAM_ARGS = ["--direct_running_mode=multi_processing", "--direct_num_workers=0"]
+STOCK = "stock StatisticsGen + SchemaGen"
 
 
 def task_ours(input_base: str) -> dict:
@@ -27,6 +29,7 @@ def task_ours(input_base: str) -> dict:
         "seconds": seconds,
         "files": len(dataset.files),
         "rows": dataset.num_rows,
+        "feature_count": len(schema.feature),
         "features": {f.name: int(f.type) for f in schema.feature},
     }
 
@@ -100,39 +103,47 @@ def task_stock(examples_dir: str, work: str) -> dict:
     return {
         "seconds": end - start,
         "statistics_seconds": middle - start,
+        "feature_count": len(inferred.feature),
         "features": {f.name: int(f.type) for f in inferred.feature},
     }
 
 
-def run(ctx: Context) -> dict:
-    """Measure the section; returns its results record (see `report_schema_inference`)."""
+def type_differences(ours: dict, stock: dict) -> list[str]:
+    """Where two schemas' feature names and types (name → type number) disagree."""
+    differences = [f"only in ours: {n}" for n in sorted(set(ours) - set(stock))]
+    differences += [f"only in stock: {n}" for n in sorted(set(stock) - set(ours))]
+    differences += [
+        f"{n}: ours type {ours[n]}, stock {stock[n]}"
+        for n in sorted(set(ours) & set(stock))
+        if ours[n] != stock[n]
+    ]
+    return differences
+
+
+def run(ctx: Context) -> list[dict]:
+    """Measure the section; returns its rows (see `results`)."""
     data = ctx.dataset(ctx.rows)
     examples = ctx.path("schema", "examples")
     harness.run_task(
         ctx, "schema-convert", "schema_inference:task_convert", input_base=data, output_dir=examples
     )
-    ours = []
+    recorder = Recorder("schema_inference")
     for repeat in range(ctx.repeats):
-        ours.append(
-            harness.run_task(
-                ctx, f"schema-ours-{repeat}", "schema_inference:task_ours", input_base=data
-            ).result
-        )
-        print(f"  schema ours {repeat + 1}/{ctx.repeats}: {ours[-1]['seconds']:.3f} s", flush=True)
-    many = [
-        harness.run_task(
+        ours = harness.run_task(
+            ctx, f"schema-ours-{repeat}", "schema_inference:task_ours", input_base=data
+        ).result
+        recorder.add("ours, footers only", ours)
+        print(f"  schema ours {repeat + 1}/{ctx.repeats}: {ours['seconds']:.3f} s", flush=True)
+    for repeat in range(ctx.repeats):
+        many = harness.run_task(
             ctx,
-            f"schema-many-{r}",
+            f"schema-many-{repeat}",
             "schema_inference:task_many_files",
             root=ctx.path("schema", "many-files"),
             files=MANY_FILES,
         ).result
-        for r in range(ctx.repeats)
-    ]
-    print(
-        f"  schema over {MANY_FILES} files: {harness.median([m['seconds'] for m in many]):.3f} s",
-        flush=True,
-    )
+        recorder.add(f"ours, {MANY_FILES:,} small files", many)
+        print(f"  schema over {MANY_FILES} files: {many['seconds']:.3f} s", flush=True)
     stock = harness.run_task(
         ctx,
         "schema-stock",
@@ -140,11 +151,7 @@ def run(ctx: Context) -> dict:
         examples_dir=examples,
         work=ctx.path("schema", "stock"),
     ).result
-    print(f"  stock StatisticsGen + SchemaGen: {stock['seconds']:.1f} s", flush=True)
-    return {
-        "repeats": ctx.repeats,
-        "many_files": MANY_FILES,
-        "ours": ours,
-        "many": many,
-        "stock": stock,
-    }
+    differences = type_differences(ours["features"], stock["features"])
+    print(f"  stock StatisticsGen + SchemaGen: {stock['seconds']:.1f} s; {differences}", flush=True)
+    recorder.add(STOCK, {**stock, "type_differences": len(differences)})
+    return recorder.rows()

@@ -19,6 +19,7 @@ import time
 
 from benchmarks import harness
 from benchmarks.harness import Context
+from benchmarks.results import Recorder
 
 ROWS = 50_000
 COLUMNS = 2_000
@@ -26,6 +27,7 @@ FILES = 5  # one row group each, as pyarrow and pandas write a file by default
 NULL_SHARE = 0.05
 CATEGORIES = 1_000  # distinct strings per string column
 CONFIGS = ("wide-without", "wide-with", "criteo-without", "criteo-with")
+SCHEMA = "infer-schema, show-schema on the wide output"
 
 
 def wide_columns(columns: int) -> list[tuple[str, str]]:
@@ -77,12 +79,17 @@ def task_convert(input_base: str, output_dir: str, with_statistics: bool) -> dic
     result = convert.convert(
         dataset, os.path.join(output_dir, "examples"), splits, statistics_dir=statistics_dir
     )
+    seconds, cpu_seconds = time.perf_counter() - start, _cpu_seconds() - cpu
+    rows = sum(result.rows.values())
+    if rows != dataset.num_rows:
+        raise RuntimeError(f"wrote {rows} rows of {dataset.num_rows}")
+    values = _values(dataset)
     return {
-        "rows": sum(result.rows.values()),
-        "expected": dataset.num_rows,
-        "values": _values(dataset),
-        "seconds": time.perf_counter() - start,
-        "cpu_seconds": _cpu_seconds() - cpu,
+        "rows": rows,
+        "values": values,
+        "seconds": seconds,
+        "cpu_seconds": cpu_seconds,
+        "values_per_cpu_second": values / cpu_seconds,
     }
 
 
@@ -139,21 +146,22 @@ def _convert(ctx: Context, name: str, data: str, target: str, with_statistics: b
     return harness.sample(run)
 
 
-def run(ctx: Context) -> dict:
-    """Measure the section; returns its results record (see `report_wide_table`)."""
+def run(ctx: Context) -> list[dict]:
+    """Measure the section; returns its rows (see `results`)."""
     print("Section — wide tables: 2,000 columns vs Criteo-shaped, with and without statistics")
     wide = write_wide_dataset(ctx.path("data", f"wide-{ROWS}x{COLUMNS}"))
     criteo_rows = ROWS * COLUMNS // len(_criteo_columns())
     data = {"wide": wide, "criteo": ctx.dataset(min(criteo_rows, ctx.rows))}
     out = ctx.path("wide")
     _convert(ctx, "wide-warm-up", wide, os.path.join(out, "warm-up"), True)
-    samples = {config: [] for config in CONFIGS}
+    recorder = Recorder("wide_table")
     for repeat in range(ctx.repeats):
         for config in CONFIGS:
             source, statistics = config.split("-")
             target = os.path.join(out, f"{config}-{repeat}")
-            samples[config].append(
-                _convert(ctx, f"{config}-{repeat}", data[source], target, statistics == "with")
+            recorder.add(
+                config,
+                _convert(ctx, f"{config}-{repeat}", data[source], target, statistics == "with"),
             )
             if repeat or config != "wide-with":
                 shutil.rmtree(target, ignore_errors=True)
@@ -171,8 +179,9 @@ def run(ctx: Context) -> dict:
         f"{schema['show_seconds']:.2f} s",
         flush=True,
     )
+    recorder.add(SCHEMA, {"columns": COLUMNS, **schema})
     shutil.rmtree(out, ignore_errors=True)
-    return {"rows": ROWS, "columns": COLUMNS, "samples": samples, "schema": schema}
+    return recorder.rows()
 
 
 def _criteo_columns() -> list[str]:

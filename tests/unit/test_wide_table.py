@@ -205,42 +205,6 @@ def test_a_sketch_holds_at_most_its_store_and_keeps_its_weight():
     assert counts[-1] == 500_000
 
 
-def test_the_bench_section_renders_its_targets():
-    from benchmarks import report_wide_table
-
-    def sample(seconds, cpu, rss, values):
-        return {
-            "seconds": seconds,
-            "cpu_seconds": cpu,
-            "peak_rss": rss,
-            "values": values,
-            "rows": 10,
-            "expected": 10,
-        }
-
-    samples = {
-        "wide-without": [sample(40, 40, 900 << 20, 95e6)],
-        "wide-with": [sample(50, 50, 1000 << 20, 95e6)],
-        "criteo-without": [sample(5, 5, 500 << 20, 20e6)],
-        "criteo-with": [sample(6, 6, 600 << 20, 20e6)],
-    }
-    record = {
-        "rows": 10,
-        "columns": 2000,
-        "samples": samples,
-        "schema": {"infer_seconds": 1.0, "show_seconds": 9.0},
-    }
-    section = report_wide_table.render(record)
-    met = {t.name: t.met for t in section.targets}
-    assert met == {
-        "peak memory converting 2,000 columns": True,
-        "values/CPU s at 2,000 columns vs Criteo-shaped": True,  # 1.68x
-        "statistics' CPU added at 2,000 columns": True,  # +25%
-        "infer-schema and show-schema at 2,000 columns": False,
-    }
-    assert "2,000" in section.markdown
-
-
 def varied_table(rows: int) -> pa.Table:
     rng = np.random.default_rng(3)
     missing = rng.random(rows) < 0.2

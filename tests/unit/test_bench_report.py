@@ -1,0 +1,112 @@
+"""The benchmark report: tidy rows in, tables, targets and a plot out (benchmarks.report)."""
+
+import os
+
+from benchmarks import layout, report, results
+from benchmarks.results import Recorder
+from benchmarks.targets import TARGETS
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RESULTS = os.path.join(REPO, "docs", "benchmarks.json")
+HEADINGS = [  # docs/benchmarks.md's `## ` headings: other pages link to them as anchors
+    "Machine and versions",
+    "Targets",
+    "ExampleGen: Parquet → TFRecord",
+    "One-pass statistics and columnar batches (ParquetExampleGen's `statistics` and `columnar/`)",
+    "Schema inference (ParquetSchemaGen)",
+    "Trainer input pipeline (input_fn)",
+    "Larger than memory: conversion and input_fn under a memory cap",
+    "Conversion on Beam's portable runner with an external SDK worker pool",
+    "Wide tables (2,000 columns)",
+]
+RUN = {
+    "command": {"rows": 10, "stock_rows": 10, "repeats": 2},
+    "started_utc": "2000-01-01 00:00 UTC",
+    "elapsed_seconds": 60.0,
+    "machine": {
+        "nproc": 2,
+        "cpu": "a CPU",
+        "memory": 2**33,
+        "kernel": "Linux",
+        "python": "3.10",
+        "load": [0.0, 0.0, 0.0],
+    },
+    "versions": {"tfx": "1.16.0"},
+    "code": "git 0000000",
+    "calibration": {
+        "scaling": [{"one": 1.0, "two": 1.0, "speedup": 2.0}] * 2,
+        "contention": {"other": 0.0, "own": 0.5, "steal": 0.0},
+    },
+}
+
+
+def wide_table_rows(schema_seconds: float) -> list[dict]:
+    recorder = Recorder("wide_table")
+    for config, seconds, rss, values in (
+        ("wide-without", 40, 900 << 20, 95e6),
+        ("wide-with", 50, 1000 << 20, 95e6),
+        ("criteo-without", 5, 500 << 20, 20e6),
+        ("criteo-with", 6, 600 << 20, 20e6),
+    ):
+        for noise in (0.9, 1.1):  # two repeats, their median the figure above
+            cpu = seconds * noise
+            sample = {"rows": 10, "seconds": cpu, "cpu_seconds": cpu, "peak_rss": rss}
+            recorder.add(
+                config, {**sample, "values": values, "values_per_cpu_second": values / cpu}
+            )
+    recorder.add(
+        "infer-schema, show-schema on the wide output",
+        {"infer_seconds": 1.0, "show_seconds": schema_seconds},
+    )
+    return recorder.rows()
+
+
+def test_a_recorder_keeps_numbers_and_text_per_metric():
+    recorder = Recorder("s")
+    recorder.add("c", {"seconds": 1.5, "rows": 3, "error": "x", "files": ["a"], "ok": True})
+    recorder.add("c", {"seconds": 2.5, "rows": 3})
+    rows = {row["metric"]: row["samples"] for row in recorder.rows()}
+    assert rows == {"seconds": [1.5, 2.5], "rows": [3, 3], "error": ["x"]}
+    assert results.sections(recorder.rows())["s"]["c"].seconds == 2.0
+
+
+def test_the_report_renders_from_a_small_fixture_of_rows(tmp_path):
+    out = tmp_path / "benchmarks.md"
+    results.save(
+        {"run": RUN, "rows": wide_table_rows(schema_seconds=9.0)}, str(tmp_path / "r.json")
+    )
+    rendered = report.write(results.load(str(tmp_path / "r.json")), str(out))
+    text = out.read_text(encoding="utf-8")
+    assert (tmp_path / "benchmarks.png").stat().st_size > 0
+    assert "## Wide tables (2,000 columns)" in text
+    assert "## ExampleGen" not in text  # a section with no rows is left out
+    assert "| wide-with | 10 | 95,000,000 | 50.0 | 50.0 | 1,919,192 | 1,000 MiB |" in text
+    met = {c.target.name: c.met for c in rendered.checked if c.target.section == "wide_table"}
+    assert met == {
+        "peak memory converting 2,000 columns": True,
+        "values/CPU s, Criteo-shaped over 2,000 columns": True,  # 1.68x
+        "statistics' CPU added at 2,000 columns": True,  # +25%
+        "infer-schema and show-schema at 2,000 columns, the slower, seconds": False,  # 9 s
+    }
+    others = [c for c in rendered.checked if c.target.section != "wide_table"]
+    assert others and all(c.met is None for c in others)  # not measured, not failed
+    assert "| not measured |" in text
+
+
+def test_every_target_is_measured_by_the_last_bench():
+    """Each target names configurations and metrics the sections record: in the published
+    results, every target has a figure unless its section recorded why it measured nothing."""
+    rendered = report.build(results.load(RESULTS))
+    for checked in rendered.checked:
+        section = rendered.sections[checked.target.section]
+        explained = any("error" in c.metrics for c in section.configurations.values())
+        assert checked.value is not None or explained, checked.target.name
+
+
+def test_every_section_has_its_method_and_keeps_its_heading():
+    text = open(os.path.join(REPO, "docs", "benchmarks.md"), encoding="utf-8").read()
+    headings = [line[3:] for line in text.splitlines() if line.startswith("## ")]
+    assert headings == HEADINGS
+    for view in layout.LAYOUTS:
+        assert os.path.isfile(os.path.join(report.METHOD, f"{view.section}.md")), view.section
+    assert {t.section for t in TARGETS} <= {view.section for view in layout.LAYOUTS}
