@@ -458,7 +458,9 @@ class _Measurement:
             if "error" in result:
                 self.recorder.add(f"read, {name}", result)
                 print(
-                    f"  [{repeat + 1}/{self.ctx.repeats}] read {name}: UNREADABLE — {result['error']}"
+                    f"  [{repeat + 1}/{self.ctx.repeats}] read {name}: UNREADABLE — "
+                    f"{result['error']}",
+                    flush=True,
                 )
             else:
                 self._add(f"read, {name}", result, repeat, "ex/s")

@@ -453,7 +453,10 @@ def run(ctx: Context) -> list[dict]:
                 ctx, f"input-{task}-{repeat}", f"input_pipeline:{task}", **params
             )
             recorder.add(label, harness.sample(run))
-            print(f"  {label} {repeat + 1}/{ctx.repeats}: {_examples_per_second(run.result)}")
+            print(
+                f"  {label} {repeat + 1}/{ctx.repeats}: {_examples_per_second(run.result)}",
+                flush=True,
+            )
     _large_runs(recorder, ctx, examples)
     _interleaved(recorder, ctx, TRAINING, _training_rates, examples_dir=examples)
     return recorder.rows()
