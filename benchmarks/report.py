@@ -275,18 +275,17 @@ def _summary_rows(report: Report) -> list[list[str]]:
 def readme_block(report: Report, link: str = "docs/benchmarks.md") -> str:
     """The text between the markers (a newline after START, one before END); `link` is the
     full report's, relative to the README."""
-    run, checked = report.run, report.checked
-    measured = [c for c in checked if c.met is not None]
-    missed = [f"{c.target.name} ({c.measured}; goal {c.goal})" for c in measured if not c.met]
+    run = report.run
+    verdicts = [c.met for c in report.checked]
     intro = (
         f"Medians of {run['command']['repeats']} interleaved repeats on "
         f"{run['command']['rows']:,} Criteo-shaped rows, from one `make bench` run on "
         f"{run['started_utc']} ({run['machine']['nproc']} × {run['machine']['cpu']} vCPUs); "
         f"every figure, method and target: [{link}]({link})."
     )
-    verdict = f"Targets: {sum(bool(c.met) for c in measured)} of {len(checked)} met"
-    verdict += f" ([{link}]({link}#targets))" + (
-        "; not met: " + "; ".join(missed) if missed else ""
+    verdict = (
+        f"Targets: {verdicts.count(True)} of {len(verdicts)} met, {verdicts.count(False)} not "
+        f"met, {verdicts.count(None)} not measured: [{link}]({link}#targets)"
     )
     table = markdown_table(["what", "ours", "baseline", "ratio"], _summary_rows(report))
     return "\n".join(["", NOTICE, "", _fill(intro), "", table, "", _fill(verdict + "."), ""])
