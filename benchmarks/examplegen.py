@@ -70,7 +70,6 @@ def task_convert_ours(input_base: str, output_dir: str, compression: str, level:
         "rows": rows,
         "seconds": seconds,
         "convert_seconds": result.seconds,
-        "splits": result.rows,
         "num_shards": result.num_shards,
         "bytes": harness.folder_bytes(output_dir, "data_tfrecord"),
     }
@@ -136,7 +135,6 @@ def task_convert_stock(input_base: str, output_dir: str, expected_rows: int, mod
         "written": rows,
         "lost_rows": expected_rows - rows,
         "seconds": seconds,
-        "files": [os.path.relpath(f, output_dir) for f in files],
         "bytes": harness.folder_bytes(output_dir, "data_tfrecord"),
     }
 
