@@ -19,7 +19,8 @@ Select = Callable[[Section], list[Configuration]]
 @dataclasses.dataclass(frozen=True)
 class Column:
     header: str
-    value: Union[str, Callable[[Configuration, Section], object]]  # a metric's median, or
+    # A metric (the cell shows its median), or a function of the row and its section.
+    value: Union[str, Callable[[Configuration, Section], object]]
     format: Callable = formats.text
     align: str = "r"  # or "l"
 
