@@ -4,8 +4,10 @@ with SIGKILL mid-training that resumes and ends with the same number of steps.""
 
 import collections
 import json
+import logging
 import os
 import pathlib
+import re
 import signal
 import socket
 import subprocess
@@ -306,6 +308,25 @@ def test_the_conversions_columnar_batches_give_the_per_row_tensors(examples):
     )
     layout = columnar.find_payload(sorted(tf.io.gfile.glob(train_shards))).layout
     assert rows == layout.rows["train"]
+
+
+@pytest.mark.parametrize(
+    "shards, kwargs, expected",
+    [
+        ("all", {}, r"columnar batches: the \d+ columnar files of split eval hold its rows"),
+        ("all", {"columnar_batches": False}, "per-row records: columnar_batches=False"),
+        ("all", {"shuffle_buffer": 1000}, "per-row records: shuffle_buffer=1000 asks for"),
+        ("all", {"batch_size": 500}, "per-row records: batch_size 500 is not a multiple of"),
+        ("some", {}, "per-row records: the files are not all the shards of one split"),
+    ],
+)
+def test_input_fn_logs_which_records_it_reads_and_why(examples, caplog, shards, kwargs, expected):
+    out, schema_path = examples
+    files = sorted(tf.io.gfile.glob(os.path.join(out, "Split-eval", "*")))
+    kwargs = {"batch_size": 512, **kwargs}
+    with caplog.at_level(logging.INFO, logger="tfx_tabular.training.input_fn"):
+        input_fn(files if shards == "all" else files[:-1], schema_path, training=False, **kwargs)
+    assert re.search(f"input_fn reads {expected}", caplog.text), caplog.text
 
 
 def _fit_and_score(train: str, eval_pattern: str, schema, columnar_batches: bool) -> dict:
