@@ -1,5 +1,5 @@
-"""tfx_tabular.cli.common: an error's exit code and hint come from its type, one KEY=VALUE parser,
-and the deprecated spellings of flags and commands (parsed as the new ones, with a note)."""
+"""tfx_tabular.cli.common: an error's exit code and hint come from its type, one KEY=VALUE
+parser."""
 
 import argparse
 import json
@@ -78,61 +78,6 @@ def test_one_key_value_parser_for_every_flag():
         common.key_values(["=ml"], "--labels")
     with pytest.raises(UsageError, match="--split-pattern train is given twice"):
         common.key_values(["train=a*", "train=b*"], "--split-pattern")
-
-
-@pytest.mark.parametrize(
-    "command, old, new, value",
-    [
-        (["convert", "i", "o"], ["--statistics", "d"], "--example-statistics", "d"),
-        (["infer-schema", "i", "-o", "s"], ["--stats"], "--sample-statistics", True),
-        (
-            ["infer-schema", "i", "-o", "s"],
-            ["--split-statistics", "d"],
-            "--example-statistics",
-            "d",
-        ),
-        (
-            ["run", "--data-root", "d", "--pipeline-root", "r"],
-            ["--with-statistics"],
-            "--with-example-statistics",
-            "ours",
-        ),
-        (["demo"], ["--with-statistics", "stock"], "--with-example-statistics", "stock"),
-    ],
-)
-def test_deprecated_flags_parse_as_the_new_ones_and_leave_a_note(command, old, new, value):
-    args = build_parser().parse_args(command + old)
-    assert getattr(args, new[2:].replace("-", "_")) == value
-    assert getattr(args, common.DEPRECATION_NOTES) == [
-        f"{old[0]} is {new} now; the old spelling goes away in the next release"
-    ]
-    fresh = build_parser().parse_args(command + [new] + old[1:])  # the new spelling: no note
-    assert getattr(fresh, new[2:].replace("-", "_")) == value
-    assert not hasattr(fresh, common.DEPRECATION_NOTES)
-
-
-def test_new_flags_leave_no_note_and_old_ones_stay_out_of_help(capsys):
-    args = build_parser().parse_args(["infer-schema", "i", "-o", "s", "--sample-statistics"])
-    assert args.sample_statistics and not hasattr(args, common.DEPRECATION_NOTES)
-    assert build_parser().parse_args(["demo"]).with_example_statistics == "ours"
-    with pytest.raises(SystemExit):
-        build_parser().parse_args(["infer-schema", "--help"])
-    shown = capsys.readouterr().out
-    assert "--sample-statistics" in shown and "--stats" not in shown
-    assert "--split-statistics" not in shown
-
-
-def test_show_stats_is_show_statistics_with_a_note(capsys):
-    args = build_parser().parse_args(["show-stats", "p", "-o", "o.html"])
-    assert args.func.__name__ == "cmd_show_statistics"
-    common.print_deprecation_notes(args)
-    assert capsys.readouterr().err == (
-        "tfx-tabular: deprecated: show-stats is show-statistics now; the old spelling goes away "
-        "in the next release\n"
-    )
-    args = build_parser().parse_args(["show-stats", "p", "-o", "o.html", "--quiet"])
-    common.print_deprecation_notes(args)
-    assert capsys.readouterr().err == ""
 
 
 def _main(monkeypatch, argv) -> int:

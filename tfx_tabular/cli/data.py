@@ -9,10 +9,8 @@ import contextlib
 import time
 
 from tfx_tabular.cli.common import (
-    DEPRECATED_COMMANDS,
     BadInputError,
     UsageError,
-    add_deprecated_flag,
     check_names,
     check_writable,
     csv,
@@ -143,14 +141,13 @@ def _add_conversion_arguments(p: argparse.ArgumentParser) -> None:
         "per-row Examples, which tfx_tabular.input_fn reads several times faster "
         "(docs/trainer.md#columnar-batches); 0 (the default): none",
     )
-    statistics = g.add_argument(
+    g.add_argument(
         "--example-statistics",
         metavar="DIR",
         help="also write the example statistics of each split (TFDV's, computed while "
         "converting) as DIR/Split-<name>/FeatureStats.pb, stock StatisticsGen's "
         "ExampleStatistics layout (see show-statistics)",
     )
-    add_deprecated_flag(g, "--statistics", statistics)
     g.add_argument(
         "--beam-arg",
         action="append",
@@ -264,7 +261,6 @@ def cmd_convert(args) -> dict:
         "files": len(dataset.files),
         "features": len(dataset.features),
         "example_statistics": result.statistics_dir,
-        "statistics": result.statistics_dir,  # its previous name: removed in the next release
     }
 
 
@@ -321,7 +317,6 @@ def cmd_infer_schema(args) -> dict:
             "seconds": round(report.seconds, 3),
             "string_domains": report.string_domains,
         }
-        document["statistics"] = document["sample_statistics"]  # removed in the next release
     schemas.write_schema(inferred.schema, args.output)
     say(args, f"schema written to {args.output}")
     return document
@@ -602,21 +597,19 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
         help="the label column: required in the TRAINING environment, absent in SERVING "
         "(default: no label)",
     )
-    sample = p.add_argument(
+    p.add_argument(
         "--sample-statistics",
         action="store_true",
         help="add vocabularies, value counts and presence from TFDV over a sample "
         "(--sample-rows rows)",
     )
-    add_deprecated_flag(p, "--stats", sample)
-    example = p.add_argument(
+    p.add_argument(
         "--example-statistics",
         metavar="DIR",
         help="the example statistics of every split (convert --example-statistics, or an "
         "ExampleStatistics artifact folder): presence, value counts and domains that hold on "
         "each split",
     )
-    add_deprecated_flag(p, "--split-statistics", example)
     p.add_argument(
         "--sample-rows",
         type=positive_int,
@@ -652,7 +645,6 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser(
         "show-statistics",
-        aliases=list(DEPRECATED_COMMANDS),
         parents=[common],
         help="TFDV's Facets view of example statistics as an HTML file",
     )

@@ -14,7 +14,6 @@ from typing import Optional
 from tfx_tabular.cli.common import (
     BadInputError,
     UsageError,
-    add_deprecated_flag,
     check_names,
     check_writable,
     csv,
@@ -78,7 +77,7 @@ def _add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
         f"input (default {columnar.DEFAULT_BATCH_ROWS}; 0: per-row Examples only, TabularTrainer "
         "then reads those)",
     )
-    statistics = p.add_argument(
+    p.add_argument(
         "--with-example-statistics",
         nargs="?",
         const="ours",
@@ -87,7 +86,6 @@ def _add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
         "computed while converting) or stock (StatisticsGen, a second pass). Without the flag "
         "ours are still computed and the schema (a string label's classes) is built from them",
     )
-    add_deprecated_flag(p, "--with-statistics", statistics)
     p.add_argument(
         "--with-transform",
         action="store_true",

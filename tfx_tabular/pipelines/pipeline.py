@@ -14,11 +14,6 @@ DEFAULT_PREPROCESSING_FN = "tfx_tabular.pipelines.preprocessing.preprocessing_fn
 # stock ExampleValidator. Unset (None), ours are still computed and ParquetSchemaGen builds the
 # schema from them (a string label's classes come from there); False turns them off.
 EXAMPLE_STATISTICS_SOURCES = ("ours", "stock")
-# Old keyword → new: still accepted, with a DeprecationWarning, for one release.
-RENAMED_PARAMETERS = {
-    "with_statistics": "with_example_statistics",
-    "schema_statistics": "sample_statistics",
-}
 # What the Evaluator computes for each task (TFMA metric or Keras metric class names).
 EVALUATOR_METRICS = {
     "binary": ("ExampleCount", "AUC", "BinaryAccuracy"),
@@ -153,7 +148,6 @@ def create_pipeline(
     beam_pipeline_args: Sequence[str] = (),
     enable_cache: bool = True,
     vertex_training=None,
-    **deprecated,
 ):
     """A `tfx.dsl.Pipeline`. `metadata_path` (a SQLite file) is for local runs; compiled Kubeflow
     and Vertex pipelines use their platform's ML Metadata and leave it None. `vertex_training` (a
@@ -170,20 +164,8 @@ def create_pipeline(
     pass; False computes none (the schema is then the footers', and a string label needs
     `sample_statistics` or its classes in `curated_schema`). `columnar_batch_rows` (default
     `columnar.DEFAULT_BATCH_ROWS`, as TabularTrainer reads them; 0: per-row Examples only) sets
-    ParquetExampleGen's columnar batch records.
-    `with_statistics` and `schema_statistics`, the old spellings of `with_example_statistics` and
-    `sample_statistics`, still work for one release, with a DeprecationWarning."""
-    options = dict(locals())  # the keyword options, as given: first, before any other name
-    options.pop("deprecated")
-    from tfx_tabular.components.deprecation import with_renamed
-
-    renamed = with_renamed(
-        "create_pipeline",
-        {k: options[k] for k in RENAMED_PARAMETERS.values()},
-        deprecated,
-        RENAMED_PARAMETERS,
-    )
-    return build_pipeline(PipelineConfig(**{**options, **renamed}))
+    ParquetExampleGen's columnar batch records."""
+    return build_pipeline(PipelineConfig(**locals()))
 
 
 def build_pipeline(config: PipelineConfig):

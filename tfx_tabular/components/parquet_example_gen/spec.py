@@ -42,5 +42,3 @@ PARAMETERS = {
     # ExampleStatistics), in the same pass.
     "compute_example_statistics": Parameter(int, default=1),
 }
-# Old keyword → new: still accepted by the component, with a DeprecationWarning, for one release.
-RENAMED_PARAMETERS = {"compute_statistics": "compute_example_statistics"}

@@ -22,6 +22,3 @@ PARAMETERS = {
     "max_vocabulary_size": Parameter(int, default=DEFAULT_MAX_VOCABULARY),
     "exclude_columns": Parameter(List[str], default=[]),
 }
-# Old keyword → new: still accepted by the component, with a DeprecationWarning, for one release.
-# `statistics=True/False` (a bool, not a channel) is the old spelling of `sample_statistics`.
-RENAMED_PARAMETERS = {"example_statistics": STATISTICS}
