@@ -227,7 +227,7 @@ def test_signal_mid_conversion_discards_it_and_a_rerun_succeeds(
     out = str(tmp_path / "out")
     marker = f"converting-{signum}"
     args = ["convert", many_files, out, "--example-statistics", out + "-s"]
-    slowly = ["--batch-size", "64"]  # small batches: seconds to interrupt the conversion in
+    slowly = ["--read-batch-rows", "64"]  # small batches: seconds to interrupt the conversion in
     proc = _start([*args, *slowly, *beam_args], tmp_path, marker)
     _wait_for(proc, lambda: any(os.path.getsize(f) for f in _staged(out)), "wrote a shard")
     _assert_interrupted(proc, signum, marker, out)

@@ -117,19 +117,19 @@ def _add_conversion_arguments(p: argparse.ArgumentParser) -> None:
         help="TFRecord shards per split; 0: one per ~1M rows, at least 2",
     )
     g.add_argument(
-        "--batch-size",
+        "--read-batch-rows",
         type=positive_int,
-        default=PARAMETERS["batch_size"].default,
+        default=PARAMETERS["read_batch_rows"].default,
         help="rows per Arrow batch read and encoded at a time, at most",
     )
     g.add_argument(
-        "--batch-bytes",
+        "--read-batch-bytes",
         type=positive_int,
-        default=PARAMETERS["batch_bytes"].default,
+        default=PARAMETERS["read_batch_bytes"].default,
         metavar="BYTES",
         help="about this many bytes per batch (rows sized by the footers' uncompressed column "
-        "sizes): wide rows come fewer than --batch-size at a time, and columnar records hold "
-        "fewer rows",
+        "sizes): wide rows come fewer than --read-batch-rows at a time, and columnar records "
+        "hold fewer rows",
     )
     g.add_argument(
         "--columnar-batch-rows",
@@ -203,8 +203,8 @@ def _conversion_config(args):
             "compression": args.compression,
             "compression_level": args.gzip_level,
             "num_shards": args.num_shards,
-            "batch_size": args.batch_size,
-            "batch_bytes": args.batch_bytes,
+            "read_batch_rows": args.read_batch_rows,
+            "read_batch_bytes": args.read_batch_bytes,
             "columnar_batch_rows": args.columnar_batch_rows,
             "table_version": args.table_version,
         }

@@ -68,9 +68,9 @@ class ParquetExampleGen(base_beam_component.BaseBeamComponent):
     `columnar_batch_rows` and `columnar_layout_version` properties). Stock components read only
     the `Split-<name>` folders; `tfx_tabular.input_fn` (TabularTrainer) reads the batches.
     `table_version`: a Delta Lake version or Iceberg snapshot id to read.
-    `batch_bytes` (default 16 MiB): about this many bytes per batch read and encoded, rows sized
+    `read_batch_bytes` (default 16 MiB): about this many bytes per batch read and encoded, rows sized
     by the footers' uncompressed column sizes; wide rows (thousands of columns) come fewer than
-    `batch_size` at a time, and their columnar records hold fewer than `columnar_batch_rows`.
+    `read_batch_rows` at a time, and their columnar records hold fewer than `columnar_batch_rows`.
     """
 
     SPEC_CLASS = ParquetExampleGenSpec
@@ -95,8 +95,8 @@ class ParquetExampleGen(base_beam_component.BaseBeamComponent):
         compression: Optional[str] = None,
         compression_level: Optional[int] = None,
         num_shards: Optional[int] = None,
-        batch_size: Optional[int] = None,
-        batch_bytes: Optional[int] = None,
+        read_batch_rows: Optional[int] = None,
+        read_batch_bytes: Optional[int] = None,
         columnar_batch_rows: Optional[int] = None,
         compute_example_statistics: Optional[bool] = None,
     ):
@@ -131,8 +131,8 @@ class ParquetExampleGen(base_beam_component.BaseBeamComponent):
                 compression=compression,
                 compression_level=compression_level,
                 num_shards=num_shards,
-                batch_size=batch_size,
-                batch_bytes=batch_bytes,
+                read_batch_rows=read_batch_rows,
+                read_batch_bytes=read_batch_bytes,
                 columnar_batch_rows=columnar_batch_rows,
                 compute_example_statistics=(
                     None if compute_example_statistics is None else int(compute_example_statistics)

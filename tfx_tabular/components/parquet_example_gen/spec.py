@@ -31,9 +31,9 @@ PARAMETERS = {
     "compression": Parameter(str, default=OutputOptions.compression),
     "compression_level": Parameter(int, default=OutputOptions.compression_level),
     "num_shards": Parameter(int, default=OutputOptions.num_shards),
-    "batch_size": Parameter(int, default=OutputOptions.batch_size),
-    # About this many bytes per batch read and encoded (wide rows: fewer than batch_size rows).
-    "batch_bytes": Parameter(int, default=OutputOptions.batch_bytes),
+    "read_batch_rows": Parameter(int, default=OutputOptions.read_batch_rows),
+    # About this many bytes per batch read and encoded (wide rows: fewer than read_batch_rows rows).
+    "read_batch_bytes": Parameter(int, default=OutputOptions.read_batch_bytes),
     # Rows per columnar batch record, written beside the per-row Examples (`columnar/`) for
     # TabularTrainer's input; 0 (the default): not written. `create_pipeline` sets
     # columnar.DEFAULT_BATCH_ROWS.
