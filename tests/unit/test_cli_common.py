@@ -26,8 +26,8 @@ from tfx_tabular.source.parquet import ColumnError, InputError, InputNotFoundErr
     [
         (InputNotFoundError("input folder x does not exist"), Exit.DATA, common.CHECK_PATH),
         (FileNotFoundError("schema.pbtxt"), Exit.DATA, common.CHECK_PATH),
-        (ColumnError("column 'a' is int64 in f1 but string in f2"), Exit.DATA, "--exclude"),
-        (UnsupportedColumnError("column 'm': type map<...>"), Exit.DATA, "--exclude"),
+        (ColumnError("column 'a' is int64 in f1 but string in f2"), Exit.DATA, "--exclude-columns"),
+        (UnsupportedColumnError("column 'm': type map<...>"), Exit.DATA, "--exclude-columns"),
         (LabelError("label 'y' is not a feature"), Exit.DATA, "--label"),
         (InputError("no Parquet files under x"), Exit.DATA, None),
         (OutputTakenError("another run published first"), Exit.DATA, None),
@@ -107,9 +107,11 @@ def test_a_column_error_from_the_source_gets_the_exclude_hint(two_types, tmp_pat
 
 def test_real_errors_end_in_their_types_code_and_hint(two_types, tmp_path, monkeypatch, capsys):
     schema = str(tmp_path / "s.pbtxt")
-    assert _main(monkeypatch, ["infer-schema", two_types, "-o", schema, "--exclude", "a"]) == 0
+    assert (
+        _main(monkeypatch, ["infer-schema", two_types, "-o", schema, "--exclude-columns", "a"]) == 0
+    )
     capsys.readouterr()
-    label = ["--exclude", "a", "--label", "Y"]
+    label = ["--exclude-columns", "a", "--label", "Y"]
     assert _main(monkeypatch, ["infer-schema", two_types, "-o", schema, *label]) == 1
     assert capsys.readouterr().err.splitlines() == [
         f"tfx-tabular: error: --label 'Y' is not a column of {two_types}; did you mean 'y'?",
@@ -134,14 +136,14 @@ def test_real_errors_end_in_their_types_code_and_hint(two_types, tmp_path, monke
         ),
         (["--split-buckets", "train=2,train=1"], "--split-buckets train is given twice"),
         (["--split-pattern", "train"], "--split-pattern takes KEY=VALUE, not 'train'"),
-        (["--partition-type", "day"], "--partition-type takes KEY=VALUE, not 'day'"),
+        (["--partition-types", "day"], "--partition-types takes KEY=VALUE, not 'day'"),
     ],
 )
 def test_malformed_key_values_are_usage_errors(
     two_types, tmp_path, monkeypatch, capsys, flags, message
 ):
     out = str(tmp_path / "out")
-    assert _main(monkeypatch, ["convert", two_types, out, "--exclude", "a", *flags]) == 2
+    assert _main(monkeypatch, ["convert", two_types, out, "--exclude-columns", "a", *flags]) == 2
     assert capsys.readouterr().err.splitlines() == [f"tfx-tabular: error: {message}"]
     assert not os.path.exists(out)
 
@@ -173,7 +175,7 @@ def test_the_defaults_flags_need_are_in_their_help(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["run", "--help"])
     shown = " ".join(capsys.readouterr().out.split())
-    assert "--epochs EPOCHS passes over the train split (default: 1)" in shown
+    assert "--epochs N passes over the train split (default: 1)" in shown
     assert "(default: 1024)" in shown and "(default: label)" in shown
     assert "(default: None)" not in shown and "(default: False)" not in shown
 

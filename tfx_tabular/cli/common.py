@@ -45,7 +45,7 @@ class BadInputError(CommandError):
 
 CHECK_PATH = "check the path; gs:// URIs work too"
 CHECK_PERMISSIONS = "choose a place you can write to, or change its permissions"
-EXCLUDE_COLUMN = "fix the file, or leave the column out with --exclude COLUMN"
+EXCLUDE_COLUMN = "fix the file, or leave the column out with --exclude-columns COLUMN"
 LABEL = "--label takes one of the features listed"
 
 
@@ -195,7 +195,8 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
 
-def _whole_number(text: str, least: int) -> int:
+def whole_number(text: str, least: int) -> int:
+    """A whole number >= `least` (an argparse type, with `least` bound)."""
     try:
         value = int(text)
     except ValueError:
@@ -207,12 +208,12 @@ def _whole_number(text: str, least: int) -> int:
 
 def positive_int(text: str) -> int:
     """A whole number > 0 (an argparse type)."""
-    return _whole_number(text, 1)
+    return whole_number(text, 1)
 
 
 def non_negative_int(text: str) -> int:
     """A whole number >= 0 (an argparse type)."""
-    return _whole_number(text, 0)
+    return whole_number(text, 0)
 
 
 def csv(text: str) -> list[str]:

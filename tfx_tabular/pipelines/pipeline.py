@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Optional, Sequence, Union
+from typing import Any, List, Optional, Sequence, Union
+
+from tfx_tabular.coders import columnar
+from tfx_tabular.components.parameters import Parameter
+from tfx_tabular.components.parquet_example_gen.spec import PARAMETERS as EXAMPLE_GEN
+from tfx_tabular.components.parquet_schema_gen.spec import PARAMETERS as SCHEMA_GEN
+from tfx_tabular.components.tabular_trainer.spec import PARAMETERS as TRAINER
 
 DEFAULT_PREPROCESSING_FN = "tfx_tabular.pipelines.preprocessing.preprocessing_fn"
 # with_example_statistics: "ours" (True) reads ParquetExampleGen's example statistics, computed
@@ -14,6 +20,61 @@ DEFAULT_PREPROCESSING_FN = "tfx_tabular.pipelines.preprocessing.preprocessing_fn
 # stock ExampleValidator. Unset (None), ours are still computed and ParquetSchemaGen builds the
 # schema from them (a string label's classes come from there); False turns them off.
 EXAMPLE_STATISTICS_SOURCES = ("ours", "stock")
+# create_pipeline's keyword options that take plain values, declared as the components' parameters
+# are (the CLI's pipeline flags come from here); the components' own declarations where
+# create_pipeline hands the value on unchanged.
+PARAMETERS = {
+    "label": dataclasses.replace(TRAINER["label"], default="label"),
+    "columns": Parameter(
+        List[str],
+        metavar="COLUMN,...",
+        help="convert and train on only these columns, the label among them (default: all)",
+    ),
+    "task": TRAINER["task"],
+    "split_by_partition": EXAMPLE_GEN["split_by_partition"],
+    "eval_last_partitions": EXAMPLE_GEN["eval_last_partitions"],
+    "curated_schema": SCHEMA_GEN["curated_schema"],
+    "sample_statistics": dataclasses.replace(
+        SCHEMA_GEN["sample_statistics"],
+        help="build the schema from sample statistics (TFDV over a sample), not from the "
+        "example statistics",
+    ),
+    "epochs": TRAINER["epochs"],
+    "train_steps": Parameter(
+        int, minimum=1, metavar="STEPS", help="total training steps (overrides epochs)"
+    ),
+    "batch_size": TRAINER["batch_size"],
+    "eval_steps": Parameter(
+        int, minimum=1, metavar="STEPS", help="eval batches (default: the eval split once)"
+    ),
+    "model_fn": TRAINER["model_fn"],
+    "with_example_statistics": Parameter(
+        str,
+        choices=EXAMPLE_STATISTICS_SOURCES,
+        const="ours",
+        help="add stock ExampleValidator on the example statistics: ours (the default; "
+        "computed while converting) or stock (StatisticsGen, a second pass). Without it ours "
+        "are still computed and the schema (a string label's classes) is built from them",
+    ),
+    "with_transform": Parameter(
+        bool,
+        default=False,
+        switch=True,
+        help="add stock Transform with the schema-driven preprocessing_fn",
+    ),
+    "preprocessing_fn": Parameter(
+        str, default=DEFAULT_PREPROCESSING_FN, help="stock Transform's preprocessing_fn"
+    ),
+    "with_evaluator": Parameter(bool, default=False, switch=True, help="add stock Evaluator"),
+    "distribution": TRAINER["distribution"],
+    "columnar_batch_rows": dataclasses.replace(
+        EXAMPLE_GEN["columnar_batch_rows"],
+        default=columnar.DEFAULT_BATCH_ROWS,
+        help="rows per columnar batch record ParquetExampleGen writes for TabularTrainer's "
+        "input; 0: per-row Examples only, TabularTrainer then reads those",
+    ),
+    "enable_cache": Parameter(bool, default=True, switch=True, help="TFX's execution cache"),
+}
 # What the Evaluator computes for each task (TFMA metric or Keras metric class names).
 EVALUATOR_METRICS = {
     "binary": ("ExampleCount", "AUC", "BinaryAccuracy"),
@@ -45,7 +106,9 @@ def evaluator_task(
             "(--task on the command line)"
         )
     try:
-        schema = schema_of(data_root, label=label, curated=curated_schema, examples=False).schema
+        schema = schema_of(
+            data_root, label=label, curated_schema=curated_schema, examples=False
+        ).schema
     except (OSError, ValueError) as error:
         raise ValueError(
             f"the Evaluator's metrics follow the task, and {data_root} could not be read to "
