@@ -144,8 +144,9 @@ def test_run_json_is_the_ml_metadata_report(data, tmp_path):
     assert report["training"]["tensorboard"] == f"tensorboard --logdir {report['training']['uri']}"
     assert report["model"]["lineage"][-1].startswith("Model#")
     # ParquetExampleGen's statistics, as TFDV's Facets Overview page in the pipeline root.
-    assert report["statistics"]["facets"] == str(tmp_path / "root" / "statistics.html")
-    page = (tmp_path / "root" / "statistics.html").read_text()
+    facets = tmp_path / "root" / "example_statistics.html"
+    assert report["example_statistics"]["facets"] == str(facets)
+    page = facets.read_text()
     assert "facets-overview" in page and len(page) > 10_000
     # Which component runs, done of total, on stderr.
     assert "[1/4] ParquetExampleGen running" in result.stderr

@@ -140,8 +140,9 @@ def _run_pipeline(args, data_root: str, pipeline_root: str) -> dict:
     seconds = time.perf_counter() - start
     say(args, f"pipeline finished in {seconds:.0f} s\n")
     report = collect_run_report(metadata_path)
-    if report["statistics"]:
-        report["statistics"]["facets"] = _facets_page(report["statistics"]["uri"], pipeline_root)
+    statistics = report["example_statistics"]
+    if statistics:
+        statistics["facets"] = _facets_page(statistics["uri"], pipeline_root)
     for line in format_run_report(report, args.pipeline_name):
         say(args, line)
     return {
@@ -157,7 +158,7 @@ def _facets_page(statistics_uri: str, pipeline_root: str) -> str:
     """The run's example statistics as TFDV's Facets Overview page, in its pipeline root."""
     from tfx_tabular.cli.data import write_facets_page
 
-    output = os.path.join(pipeline_root, "statistics.html")
+    output = os.path.join(pipeline_root, "example_statistics.html")
     write_facets_page(statistics_uri, output)
     return output
 
