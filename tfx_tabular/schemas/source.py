@@ -12,7 +12,7 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 
 from tfx_tabular.schemas.infer import SchemaError, infer_schema, overlay
 from tfx_tabular.schemas.sample_statistics import (
-    DEFAULT_MAX_VOCABULARY,
+    DEFAULT_MAX_VOCABULARY_SIZE,
     DEFAULT_SAMPLE_ROWS,
     SampleStatisticsReport,
     sample_statistics_overlay,
@@ -42,7 +42,7 @@ def schema_of(
     exclude_columns: Sequence[str] = (),
     sample_statistics: bool = False,
     sample_rows: int = DEFAULT_SAMPLE_ROWS,
-    max_vocabulary_size: int = DEFAULT_MAX_VOCABULARY,
+    max_vocabulary_size: int = DEFAULT_MAX_VOCABULARY_SIZE,
     curated_schema: Optional[str] = None,
     beam_pipeline_args: Sequence[str] = (),
     examples: Optional[bool] = None,

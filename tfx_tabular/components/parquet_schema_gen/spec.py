@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import List
 
 from tfx_tabular.components.parameters import Parameter
-from tfx_tabular.schemas.sample_statistics import DEFAULT_MAX_VOCABULARY, DEFAULT_SAMPLE_ROWS
+from tfx_tabular.schemas.sample_statistics import DEFAULT_MAX_VOCABULARY_SIZE, DEFAULT_SAMPLE_ROWS
 
 EXAMPLES = "examples"
 # ExampleStatistics of the same Examples (optional): TFX's channel name, as stock SchemaGen's.
@@ -38,7 +38,7 @@ PARAMETERS = {
     ),
     "max_vocabulary_size": Parameter(
         int,
-        default=DEFAULT_MAX_VOCABULARY,
+        default=DEFAULT_MAX_VOCABULARY_SIZE,
         minimum=1,
         metavar="N",
         help="string columns with more distinct values get no domain",
