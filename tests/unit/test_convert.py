@@ -143,7 +143,7 @@ def test_hash_splits_are_deterministic_across_runs_shards_and_workers(demo_datas
     other = run(
         dataset,
         tmp_path / "c",
-        options=OutputOptions(num_shards=5, batch_size=123),
+        options=OutputOptions(num_shards=5, read_batch_rows=123),
         args=["--direct_num_workers=2", "--direct_running_mode=in_memory"],
     )
     assert other.num_shards == 5 and len(split_files(str(tmp_path / "c"), "train")) == 5
@@ -161,7 +161,10 @@ def test_parallel_modes_write_the_same_records(demo_dataset, tmp_path, args):
     dataset = open_dataset(demo_dataset)
     reference = run(dataset, tmp_path / "ref")
     parallel = run(
-        dataset, tmp_path / "par", options=OutputOptions(num_shards=4, batch_size=700), args=args
+        dataset,
+        tmp_path / "par",
+        options=OutputOptions(num_shards=4, read_batch_rows=700),
+        args=args,
     )
     assert parallel.rows == reference.rows and parallel.num_shards == 4
     assert_published(tmp_path / "par", ["train", "eval"])
@@ -171,7 +174,10 @@ def test_parallel_modes_write_the_same_records(demo_dataset, tmp_path, args):
 def test_hash_by_key_columns_keeps_each_key_in_one_split(demo_dataset, tmp_path):
     dataset = open_dataset(demo_dataset)
     result = run(
-        dataset, tmp_path / "out", Splits(keys=("C1",)), OutputOptions(num_shards=3, batch_size=256)
+        dataset,
+        tmp_path / "out",
+        Splits(keys=("C1",)),
+        OutputOptions(num_shards=3, read_batch_rows=256),
     )
     keys = {}
     for split in ("train", "eval"):
@@ -448,7 +454,7 @@ def test_strings_stored_every_way_write_their_values(tmp_path):
             dataset,
             str(out),
             Splits(buckets=(("train", 1),)),
-            OutputOptions(batch_size=700),
+            OutputOptions(read_batch_rows=700),
             IN_MEMORY_BEAM,
             statistics_dir=str(tmp_path / f"stats-{statistics}") if statistics else None,
         )
@@ -481,7 +487,10 @@ def test_the_conversion_config_is_built_from_the_example_gens_parameters():
         {**defaults, "decimal_as": "string", "num_shards": 3, "split_keys": ["id"], "other": 1}
     )
     assert (config.source.decimal_as, config.source.split_keys) == ("string", ("id",))
-    assert (config.output.num_shards, config.output.batch_size) == (3, OutputOptions.batch_size)
+    assert (config.output.num_shards, config.output.read_batch_rows) == (
+        3,
+        OutputOptions.read_batch_rows,
+    )
     fields = {
         f.name for c in (plan.SourceOptions, plan.OutputOptions) for f in dataclasses.fields(c)
     }

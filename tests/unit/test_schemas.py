@@ -214,7 +214,9 @@ def test_a_string_labels_classes_come_from_the_example_statistics(string_label_c
     task = task_of(schema, "plan")
     assert (task.kind, task.vocabulary) == (MULTICLASS, ("basic", "family", "pro"))
     # More values than the vocabulary may hold: no domain, rather than a partial one.
-    capped = schema_of(examples, label="city", example_statistics=statistics, max_vocabulary=39)
+    capped = schema_of(
+        examples, label="city", example_statistics=statistics, max_vocabulary_size=39
+    )
     assert not next(f for f in capped.schema.feature if f.name == "city").HasField("string_domain")
 
 

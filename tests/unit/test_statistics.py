@@ -251,7 +251,7 @@ def test_conversion_statistics_are_deterministic_and_load_in_tfdv(hive_dataset, 
             dataset,
             str(tmp_path / run / "examples"),
             splits,
-            plan.OutputOptions(num_shards=3, batch_size=50),
+            plan.OutputOptions(num_shards=3, read_batch_rows=50),
             beam_args,
             statistics_dir=str(tmp_path / run / "statistics"),
         )

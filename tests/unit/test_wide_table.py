@@ -70,40 +70,42 @@ def test_the_byte_budget_bites_on_wide_rows_only(wide_dataset, demo_dataset):
     assert parquet.rows_for_bytes(wide, 256 << 10, 8192) < ROWS
     assert parquet.rows_for_bytes(wide, 1, 8192) == 1
     for info in parquet.open_dataset(demo_dataset).files:  # Criteo-shaped rows: unchanged
-        assert parquet.rows_for_bytes(info, plan.DEFAULT_BATCH_BYTES, 65_536) == 65_536
+        assert parquet.rows_for_bytes(info, plan.DEFAULT_READ_BATCH_BYTES, 65_536) == 65_536
 
 
 def test_columnar_records_are_cut_to_whole_slices_of_the_budget(wide_dataset, demo_dataset):
     wide = parquet.open_dataset(wide_dataset)
     on = plan.OutputOptions(columnar_batch_rows=columnar.DEFAULT_BATCH_ROWS)
-    sized = plan.sized_for(dataclasses.replace(on, batch_bytes=1 << 20), wide)
+    sized = plan.sized_for(dataclasses.replace(on, read_batch_bytes=1 << 20), wide)
     assert sized.columnar_batch_rows % columnar.SLICE_ROWS == 0
     assert columnar.SLICE_ROWS <= sized.columnar_batch_rows < columnar.DEFAULT_BATCH_ROWS
-    off = plan.OutputOptions(columnar_batch_rows=0, batch_bytes=1)
+    off = plan.OutputOptions(columnar_batch_rows=0, read_batch_bytes=1)
     assert plan.sized_for(off, wide).columnar_batch_rows == 0
     assert plan.sized_for(on, parquet.open_dataset(demo_dataset)) == on
 
 
-def test_batch_bytes_must_be_positive_and_is_a_parameter():
-    with pytest.raises(ValueError, match="batch_bytes must be positive, not 0"):
-        plan.OutputOptions(batch_bytes=0)
-    config = plan.ConversionConfig.from_parameters({"batch_bytes": 12345})
-    assert config.output.batch_bytes == 12345
+def test_read_batch_bytes_must_be_positive_and_is_a_parameter():
+    with pytest.raises(ValueError, match="read_batch_bytes must be positive, not 0"):
+        plan.OutputOptions(read_batch_bytes=0)
+    config = plan.ConversionConfig.from_parameters({"read_batch_bytes": 12345})
+    assert config.output.read_batch_bytes == 12345
     from tfx_tabular.components.parquet_example_gen import spec
 
-    assert spec.PARAMETERS["batch_bytes"].default == plan.OutputOptions.batch_bytes
+    assert spec.PARAMETERS["read_batch_bytes"].default == plan.OutputOptions.read_batch_bytes
 
 
 def test_small_byte_budgets_write_the_same_records_and_statistics(wide_dataset, tmp_path):
     dataset, splits = plan.plan_conversion(wide_dataset)
     outputs = {}
-    for budget in (plan.DEFAULT_BATCH_BYTES, 200_000):
+    for budget in (plan.DEFAULT_READ_BATCH_BYTES, 200_000):
         out = tmp_path / str(budget)
         result = convert.convert(
             dataset,
             str(out / "examples"),
             splits,
-            plan.OutputOptions(columnar_batch_rows=columnar.DEFAULT_BATCH_ROWS, batch_bytes=budget),
+            plan.OutputOptions(
+                columnar_batch_rows=columnar.DEFAULT_BATCH_ROWS, read_batch_bytes=budget
+            ),
             beam_pipeline_args=IN_MEMORY_BEAM,
             statistics_dir=str(out / "statistics"),
         )

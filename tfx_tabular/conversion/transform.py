@@ -42,13 +42,13 @@ PROGRESS_DIR = "progress"
 # In the staging folder: one file per finished shard with its rows per split; written last, so
 # `publish` knows the shard is complete.
 ROW_COUNTS_DIR = "row_counts"
-# Rows read at a time with statistics (encoded `batch_size` rows at a time): a row group of the
+# Rows read at a time with statistics (encoded `read_batch_rows` rows at a time): a row group of the
 # common writers' size, so the statistics count whole row groups, each dictionary page once
-# (the price: each converting thread holds a decoded row group, not `batch_size` rows), unless
-# that exceeds `OutputOptions.batch_bytes` (wide rows).
+# (the price: each converting thread holds a decoded row group, not `read_batch_rows` rows), unless
+# that exceeds `OutputOptions.read_batch_bytes` (wide rows).
 STATISTICS_READ_ROWS = 65_536
 # A step's encoded records are held with each split's copy of its share of them, beside the read
-# batch: a step encodes at most this share of `batch_bytes` (a step is one compiled call, so
+# batch: a step encodes at most this share of `read_batch_bytes` (a step is one compiled call, so
 # smaller steps cost about nothing; on wide rows this is tens of MiB less per converting thread).
 ENCODED_STEP_SHARE = 0.25
 FEATURE_STATS_DIR = "feature_stats"  # in the staging folder: Split-<name>/FeatureStats.pb
@@ -320,17 +320,19 @@ class ConvertShard(beam.DoFn):
         return rows
 
     def _batch_rows(self, info: parquet.ParquetFileInfo, with_statistics: bool) -> tuple[int, int]:
-        """Rows of `info` read at a time, and encoded at a time: `batch_size` (with statistics,
-        STATISTICS_READ_ROWS read), at most about `batch_bytes` of them read, and
+        """Rows of `info` read at a time, and encoded at a time: `read_batch_rows` (with statistics,
+        STATISTICS_READ_ROWS read), at most about `read_batch_bytes` of them read, and
         ENCODED_STEP_SHARE of that encoded (a record also holds every feature's name: wide rows
         grow several times when encoded)."""
-        budget, most = self._options.batch_bytes, self._options.batch_size
+        budget, most = self._options.read_batch_bytes, self._options.read_batch_rows
         if with_statistics:
             most = max(most, STATISTICS_READ_ROWS)
         read_rows = parquet.rows_for_bytes(info, budget, most)
         encoded_row = parquet.row_bytes(info) + self._key_bytes
         encoded_budget = budget * ENCODED_STEP_SHARE
-        step = max(1, min(read_rows, self._options.batch_size, int(encoded_budget // encoded_row)))
+        step = max(
+            1, min(read_rows, self._options.read_batch_rows, int(encoded_budget // encoded_row))
+        )
         return read_rows, step
 
     def _write_batch(self, writers, rows, batch: pa.RecordBatch, pooled, relative: str, step):

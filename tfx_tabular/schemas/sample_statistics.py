@@ -19,7 +19,7 @@ from typing import Optional, Sequence
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 DEFAULT_SAMPLE_ROWS = 100_000
-DEFAULT_MAX_VOCABULARY = 1_000
+DEFAULT_MAX_VOCABULARY_SIZE = 1_000
 
 
 @dataclasses.dataclass
@@ -126,7 +126,7 @@ def _shared_folder(beam_pipeline_args: Sequence[str]):
         yield folder
 
 
-def _generate_statistics(sample: str, output: str, max_vocabulary: int, beam_pipeline_args):
+def _generate_statistics(sample: str, output: str, max_vocabulary_size: int, beam_pipeline_args):
     """TFDV's generate_statistics_from_tfrecord, with the result read back through Beam's
     filesystems (TFDV reads it with tf.io.gfile, which knows fewer stores than the workers)."""
     import apache_beam as beam
@@ -136,7 +136,7 @@ def _generate_statistics(sample: str, output: str, max_vocabulary: int, beam_pip
     from tensorflow_metadata.proto.v0 import statistics_pb2
     from tfx_bsl.public import tfxio
 
-    stats_options = tfdv.StatsOptions(num_top_values=max_vocabulary + 1)
+    stats_options = tfdv.StatsOptions(num_top_values=max_vocabulary_size + 1)
     source = tfxio.TFExampleRecord(file_pattern=sample, telemetry_descriptors=["tfx_tabular"])
     with beam.Pipeline(options=PipelineOptions(list(beam_pipeline_args))) as p:
         _ = (
@@ -154,7 +154,7 @@ def _generate_statistics(sample: str, output: str, max_vocabulary: int, beam_pip
 def sample_statistics_overlay(
     source,
     sample_rows: int,
-    max_vocabulary: int,
+    max_vocabulary_size: int,
     beam_pipeline_args: Sequence[str] = (),
     base: Optional[schema_pb2.Schema] = None,
 ) -> tuple[schema_pb2.Schema, SampleStatisticsReport]:
@@ -174,10 +174,10 @@ def sample_statistics_overlay(
         sampler = sample_examples if isinstance(source, (list, tuple)) else sample_parquet
         rows = sampler(source, sample_rows, sample)
         stats = _generate_statistics(
-            sample, posixpath.join(folder, "stats.pb"), max_vocabulary, beam_pipeline_args
+            sample, posixpath.join(folder, "stats.pb"), max_vocabulary_size, beam_pipeline_args
         )
     observed = tfdv.infer_schema(
-        stats, max_string_domain_size=max_vocabulary, infer_feature_shape=False
+        stats, max_string_domain_size=max_vocabulary_size, infer_feature_shape=False
     )
     result = schema_pb2.Schema()
     if base is not None:

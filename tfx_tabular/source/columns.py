@@ -1,5 +1,5 @@
 """The column names of a source, from its footers alone, and the check that the names a command
-line gives (`--label`, `--exclude`, `--split-by-partition`, ...) are among them, with a "did you
+line gives (`--label`, `--exclude-columns`, `--split-by-partition`, ...) are among them, with a "did you
 mean" for near misses.
 
 It reads each Parquet file's footer schema (in parallel), or the source schema an Examples folder
