@@ -10,7 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import IN_MEMORY_BEAM
 
-from tfx_tabular.coders import encoding
+from tfx_tabular.coders import encoding, flatten
+from tfx_tabular.coders.pools import PooledColumns
 from tfx_tabular.conversion import convert, plan, transform
 from tfx_tabular.source.mapping import features_of
 from tfx_tabular.statistics import engine as statistics
@@ -23,8 +24,8 @@ def split_statistics(table: pa.Table, batch_rows: int, parts: int = 1):
     features = features_of(table.schema)
     accumulators = [statistics.SplitStatistics(features) for _ in range(parts)]
     for batch in table.to_batches(max_chunksize=batch_rows):
-        columns = encoding.feature_columns(batch, features)
-        pooled = encoding.PooledColumns(columns)
+        columns = flatten.feature_columns(batch, features)
+        pooled = PooledColumns(columns)
         statistics.add_batch(accumulators, columns, pooled, np.arange(batch.num_rows) % parts)
     merged = statistics.SplitStatistics()
     for accumulator in accumulators:
@@ -390,9 +391,9 @@ def test_scalar_strings_block_gives_the_general_paths_statistics(monkeypatch):
         accumulators = [statistics.SplitStatistics(features) for _ in range(3)]
         start = 0
         for batch in table.to_batches(max_chunksize=700):
-            columns = encoding.feature_columns(batch, features)
+            columns = flatten.feature_columns(batch, features)
             ids = split_ids[start : start + batch.num_rows]
-            statistics.add_batch(accumulators, columns, encoding.PooledColumns(columns), ids)
+            statistics.add_batch(accumulators, columns, PooledColumns(columns), ids)
             start += batch.num_rows
         return [statistics.serialized_statistics_list(a) for a in accumulators]
 

@@ -15,7 +15,7 @@ from typing import Iterator, Optional, Sequence
 from apache_beam.io.filesystems import FileSystems
 
 from tfx_tabular import statistics
-from tfx_tabular.coders import columnar, encoding
+from tfx_tabular.coders import columnar, flatten
 from tfx_tabular.conversion.plan import OutputOptions, Splits, columnar_shard_name, shard_name
 from tfx_tabular.conversion.staging import Staging
 from tfx_tabular.conversion.transform import (
@@ -111,7 +111,7 @@ def _move_columnar(
             FileSystems.mkdirs(target_dir)
     FileSystems.rename(sources, targets)
     layout = columnar.layout_of(
-        encoding.written_order(dataset.features), options.columnar_batch_rows, rows
+        flatten.written_order(dataset.features), options.columnar_batch_rows, rows
     )
     with FileSystems.create(posixpath.join(folder, columnar.LAYOUT_FILE)) as handle:
         handle.write(layout.to_json().encode())

@@ -26,7 +26,9 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from tfx_tabular import statistics
-from tfx_tabular.coders import columnar, encoding
+from tfx_tabular.coders import columnar, encoding, flatten
+from tfx_tabular.coders.pools import PooledColumns
+from tfx_tabular.conversion import allocator
 from tfx_tabular.conversion.plan import (
     OutputOptions,
     Splits,
@@ -151,11 +153,11 @@ class _ColumnarBatches:
     """A shard's columnar batch records, one writer per split (none: not written)."""
 
     def __init__(self, features, writers: list[_FileWriter], options: OutputOptions):
-        order = encoding.written_order(features)
+        order = flatten.written_order(features)
         self._writers = writers
         self._buffers = [columnar.RecordBuffer(order, options.columnar_batch_rows) for _ in writers]
 
-    def add(self, pooled: encoding.PooledColumns, split_ids: np.ndarray) -> None:
+    def add(self, pooled: PooledColumns, split_ids: np.ndarray) -> None:
         if not self._writers:
             return
         for s, (writer, buffer) in enumerate(zip(self._writers, self._buffers, strict=True)):
@@ -190,7 +192,7 @@ class ConvertShard(beam.DoFn):
         self._with_statistics = with_statistics
 
     def setup(self):
-        encoding.reuse_freed_memory()
+        allocator.reuse_freed_memory()
         self._features = self._dataset.features
         # A record's bytes per row beyond the values: each feature's key and field headers.
         self._key_bytes = sum(len(f.name.encode()) + 8 for f in self._features)
@@ -303,10 +305,10 @@ class ConvertShard(beam.DoFn):
                 narrow=True,
             ):
                 try:
-                    columns = encoding.feature_columns(batch, self._features)
-                except encoding.ConversionError as e:
+                    columns = flatten.feature_columns(batch, self._features)
+                except flatten.ConversionError as e:
                     raise ColumnError(f"{info.path}: {e}") from None
-                pooled = encoding.PooledColumns(columns)
+                pooled = PooledColumns(columns)
                 split_ids = self._write_batch(writers, rows, batch, pooled, info.relative, step)
                 batches.add(pooled, split_ids)
                 if split_statistics is not None:
@@ -339,7 +341,7 @@ class ConvertShard(beam.DoFn):
         all_ids = []
         for start in range(0, batch.num_rows, step):
             stop = min(start + step, batch.num_rows)
-            encoded = pooled.encode(start, stop, framed=True)
+            encoded = encoding.encode_rows(pooled, start, stop, framed=True)
             split_ids = self._split_ids(encoded, batch.slice(start, stop - start), relative)
             for s, writer in enumerate(writers):
                 chosen = np.flatnonzero(split_ids == s)

@@ -53,7 +53,8 @@ from tensorflow_metadata.proto.v0 import statistics_pb2
 from tfx_bsl.arrow import array_util
 from tfx_bsl.sketches import QuantilesSketch
 
-from tfx_tabular.coders.encoding import FeatureValues, PooledColumns
+from tfx_tabular.coders.flatten import FeatureValues
+from tfx_tabular.coders.pools import PooledColumns
 from tfx_tabular.source.mapping import Feature, Kind
 from tfx_tabular.statistics import histograms, numeric, strings
 from tfx_tabular.statistics import quantiles as kll
@@ -734,7 +735,7 @@ def add_batch(
     pooled: PooledColumns,
     split_ids: np.ndarray,
 ) -> None:
-    """Add a batch's encoded features (`encoding.feature_columns`, and `pooled` from them: the
+    """Add a batch's encoded features (`flatten.feature_columns`, and `pooled` from them: the
     scalar numeric ones are read there), row r to `splits[split_ids[r]]`."""
     split_rows = np.bincount(split_ids, minlength=len(splits))
     rows = split_rows.tolist()

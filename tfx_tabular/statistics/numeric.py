@@ -4,7 +4,7 @@ call per batch and split updates every feature's counts, moments and quantiles s
 Per feature and batch, the general path (`engine.FeatureStatistics.add`) costs a few Python
 calls and numpy operations; at thousands of columns and batches of a thousand rows that overhead,
 not the values, was the statistics' cost. Here the kernel reads a batch's features where the
-encoder pooled them (`encoding.PooledColumns`: a scalar feature's values are one slot per row,
+encoder pooled them (`pools.PooledColumns`: a scalar feature's values are one slot per row,
 end to end in its kind's pool, a null row's slot unused), with no copy of its own.
 
 numba caches each kernel by its own file: after changing `quantiles`' kernels or constants,
@@ -16,7 +16,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from tfx_tabular.coders.encoding import PooledColumns
+from tfx_tabular.coders.pools import PooledColumns
 from tfx_tabular.source.mapping import Kind
 from tfx_tabular.statistics import quantiles as kll
 

@@ -41,7 +41,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from numba.core import event
 
-from tfx_tabular.coders import columnar, encoding
+from tfx_tabular.coders import columnar, encoding, flatten, tfrecord, wire
+from tfx_tabular.coders.pools import PooledColumns
 from tfx_tabular.source import parquet
 from tfx_tabular.source.mapping import features_of
 from tfx_tabular.statistics import engine, histograms, numeric, quantiles, sketches, strings
@@ -53,7 +54,18 @@ PORTABLE_TARGET = {
     "NUMBA_CPU_FEATURES": "+64bit,+cmov,+cx8,+fxsr,+mmx,+sse,+sse2,+sse3,+ssse3,+sse4.1,"
     "+sse4.2,+crc32,+popcnt,+cx16,+sahf",
 }
-KERNEL_MODULES = (encoding, columnar, engine, histograms, numeric, quantiles, sketches, strings)
+KERNEL_MODULES = (
+    wire,
+    tfrecord,
+    encoding,
+    columnar,
+    engine,
+    histograms,
+    numeric,
+    quantiles,
+    sketches,
+    strings,
+)
 ROWS = 64  # per file: enough for every path the kernels take (dictionary pages, wide ranges)
 ROW_GROUP_ROWS = 32
 ENCODE_ROWS = 24  # the encoder's batches: smaller than a read batch, as in a conversion
@@ -134,17 +146,17 @@ def _convert_file(dataset: parquet.Dataset, info, splits: list, key_features) ->
     """One file through the conversion's calls: read (dictionary pages kept), encode in
     batches, split by record hash and by key columns, gather a split, write its columnar
     records (several read batches to a record), count statistics."""
-    order = encoding.written_order(dataset.features)
+    order = flatten.written_order(dataset.features)
     records = columnar.RecordBuffer(order, COLUMNAR_ROWS, COLUMNAR_ROWS // 2)
     for batch in parquet.read_batches(
         dataset, info, range(len(info.row_group_rows)), ROWS, string_dictionaries=True
     ):
-        columns = encoding.feature_columns(batch, dataset.features)
-        pooled = encoding.PooledColumns(columns)
+        columns = flatten.feature_columns(batch, dataset.features)
+        pooled = PooledColumns(columns)
         split_ids = []
         for start in range(0, batch.num_rows, ENCODE_ROWS):
             stop = min(start + ENCODE_ROWS, batch.num_rows)
-            encoded = pooled.encode(start, stop, framed=True)
+            encoded = encoding.encode_rows(pooled, start, stop, framed=True)
             ids = (encoded.fingerprints() % np.uint64(len(splits))).astype(np.int64)
             encoding.gather_records(encoded.buffer, encoded.offsets, np.flatnonzero(ids == 0))
             split_ids.append(ids)

@@ -6,7 +6,7 @@ reads the batch's strings, then updates the feature's top-k and distinct-count s
 a dozen Python calls and Arrow arrays; at hundreds of string columns and batches of a thousand
 rows, those calls, contending for the GIL between converting threads, were most of the
 statistics' cost. Here the kernel reads a batch's strings where the encoder pooled them
-(`encoding.PooledColumns`: a scalar's row r is slot firsts[f] + r of the string pool), hashes
+(`pools.PooledColumns`: a scalar's row r is slot firsts[f] + r of the string pool), hashes
 each present value (`sketches`' hash), counts them per distinct hash, and merges them into the
 feature's sketches exactly as `FeatureStatistics` does: the same sketches, counters and labels.
 
@@ -29,7 +29,7 @@ from numba import types
 from numba.typed import List
 from tfx_bsl.arrow import array_util
 
-from tfx_tabular.coders.encoding import PooledColumns
+from tfx_tabular.coders.pools import PooledColumns
 from tfx_tabular.statistics.sketches import (
     DistinctCount,
     TopK,
