@@ -55,7 +55,7 @@ def run_conversion(
     them under `output_dir`, or remove the staging folder. The one way a conversion runs (CLI and
     executor). `on_progress(rows written)` is called from a thread while the pipeline runs.
     With `statistics_dir`, each split's statistics are computed in the same pass and written
-    there as `Split-<name>/FeatureStats.pb` (`tfx_tabular.statistics.engine`)."""
+    there as `Split-<name>/FeatureStats.pb` (`tfx_tabular.statistics`)."""
     check_sdk_workers(pipeline.options)
     _compile_kernels()
     options = sized_for(options, dataset)

@@ -126,7 +126,7 @@ def _merge_statistics(staging: Staging, splits: Splits, num_shards: int) -> list
         merged = statistics.SplitStatistics()
         parts = [statistics_part(staging.folder, name, i) for i in range(num_shards)]
         for part in _read_ahead(parts):
-            merged.merge(statistics.SplitStatistics.from_bytes(part))
+            merged.merge(statistics.decode_part(part))
         paths.append(
             posixpath.join(staging.folder, FEATURE_STATS_DIR, f"Split-{name}", statistics.FILE_NAME)
         )

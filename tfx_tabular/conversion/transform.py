@@ -267,7 +267,7 @@ class ConvertShard(beam.DoFn):
                 with FileSystems.create(
                     statistics_part(self._temp_dir, name, shard_index)
                 ) as handle:
-                    handle.write(split.to_bytes())
+                    handle.write(statistics.encode_part(split))
         row_counts = {"shard": shard_index, "rows": dict(zip(names, rows.tolist(), strict=True))}
         with FileSystems.create(
             posixpath.join(self._temp_dir, ROW_COUNTS_DIR, f"shard-{shard_index:05d}.json")

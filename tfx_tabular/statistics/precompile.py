@@ -45,7 +45,18 @@ from tfx_tabular.coders import columnar, encoding, flatten, tfrecord, wire
 from tfx_tabular.coders.pools import PooledColumns
 from tfx_tabular.source import parquet
 from tfx_tabular.source.mapping import features_of
-from tfx_tabular.statistics import engine, histograms, numeric, quantiles, sketches, strings
+from tfx_tabular.statistics import (
+    accumulators,
+    batch_values,
+    histograms,
+    numeric,
+    parts,
+    quantiles,
+    render,
+    sketches,
+    strings,
+)
+from tfx_tabular.statistics.options import LARGE_STRING_THRESHOLD
 
 # The image's NUMBA_CPU_NAME and NUMBA_CPU_FEATURES (the Dockerfile sets them; a test checks):
 # x86-64-v2's features in LLVM's names.
@@ -59,7 +70,8 @@ KERNEL_MODULES = (
     tfrecord,
     encoding,
     columnar,
-    engine,
+    batch_values,
+    accumulators,
     histograms,
     numeric,
     quantiles,
@@ -90,10 +102,7 @@ def _sample_table(rows: int, rng: np.random.Generator) -> pa.Table:
     ints = rng.integers(0, 50, rows)
     nulls = ints % 7 == 0
     words = np.array([f"w{i}" for i in ints], dtype=object)
-    blobs = [
-        bytes([0xFF, i % 256]) if i % 3 else b"x" * (engine.LARGE_STRING_THRESHOLD + 1)
-        for i in ints
-    ]
+    blobs = [bytes([0xFF, i % 256]) if i % 3 else b"x" * (LARGE_STRING_THRESHOLD + 1) for i in ints]
     return pa.table(
         {
             "int": pa.array(ints, mask=nulls),
@@ -165,7 +174,7 @@ def _convert_file(dataset: parquet.Dataset, info, splits: list, key_features) ->
             [f.column for f in key_features],
         )
         encoding.encode(keys, key_features).fingerprints()
-        engine.add_batch(splits, columns, pooled, np.concatenate(split_ids))
+        accumulators.add_batch(splits, columns, pooled, np.concatenate(split_ids))
         list(records.add(pooled, np.flatnonzero(np.concatenate(split_ids) == 0)))
     list(records.flush())
 
@@ -177,14 +186,14 @@ def _convert_sample(folder: str) -> None:
     )
     shards = []
     for info in dataset.files:  # one shard per file, merged as `publish` merges them
-        splits = [engine.SplitStatistics(dataset.features) for _ in range(2)]
+        splits = [accumulators.SplitStatistics(dataset.features) for _ in range(2)]
         _convert_file(dataset, info, splits, key_features)
-        shards.append([split.to_bytes() for split in splits])
+        shards.append([parts.encode_part(split) for split in splits])
     for split in range(2):
-        merged = engine.SplitStatistics()
-        for parts in shards:
-            merged.merge(engine.SplitStatistics.from_bytes(parts[split]))
-        engine.serialized_statistics_list(merged)
+        merged = accumulators.SplitStatistics()
+        for shard in shards:
+            merged.merge(parts.decode_part(shard[split]))
+        render.serialized_statistics_list(merged)
 
 
 class _CompileWatch(event.Listener):

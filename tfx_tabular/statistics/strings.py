@@ -1,7 +1,7 @@
 """The statistics of a split's scalar string features, all at once: one compiled call per batch
 and split counts, hashes and sketches every feature's values.
 
-Per feature and batch, the general path (`engine.FeatureStatistics.add`) dictionary-encodes or
+Per feature and batch, the general path (`accumulators.FeatureStatistics.add`) dictionary-encodes or
 reads the batch's strings, then updates the feature's top-k and distinct-count sketches through
 a dozen Python calls and Arrow arrays; at hundreds of string columns and batches of a thousand
 rows, those calls, contending for the GIL between converting threads, were most of the
@@ -41,12 +41,12 @@ from tfx_tabular.statistics.sketches import (
     string_hash,
 )
 
-# The fields of `ScalarStrings.counts`, as `engine.FeatureStatistics` names them.
+# The fields of `ScalarStrings.counts`, as `accumulators.FeatureStatistics` names them.
 FIELDS = ("num_non_missing", "total_bytes", "invalid_utf8")
 
 
 class Limits(NamedTuple):
-    """The sketches' sizes and top-k's rule for long strings (the engine's, as TFDV's)."""
+    """The sketches' sizes and top-k's rule for long strings (the accumulators', as TFDV's)."""
 
     top_values: int  # top-k counters
     distinct_hashes: int  # distinct-count hashes kept
