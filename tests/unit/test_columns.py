@@ -6,9 +6,9 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import convert_to_examples
 
-from tfx_tabular.source import columns
-from tfx_tabular.source.columns import UnknownColumnError
-from tfx_tabular.source.parquet import InputError
+from tfx_tabular.conversion import columns
+from tfx_tabular.conversion.columns import UnknownColumnError
+from tfx_tabular.source.errors import InputError
 
 
 @pytest.fixture(scope="module")

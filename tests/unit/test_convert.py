@@ -23,7 +23,8 @@ from tfx_tabular.conversion.plan import (
     splits_by_patterns,
 )
 from tfx_tabular.conversion.staging import STAGING_DIR
-from tfx_tabular.source.parquet import InputError, open_dataset
+from tfx_tabular.source.dataset import open_dataset
+from tfx_tabular.source.errors import InputError
 
 tf = pytest.importorskip("tensorflow")
 from tensorflow.core.example import example_pb2  # noqa: E402

@@ -23,7 +23,8 @@ from tfx_tabular.conversion.transform import WriteExamples, watching
 from tfx_tabular.runners import interrupts
 from tfx_tabular.runners.progress import QUIET_VARIABLE
 from tfx_tabular.runners.workers import check_sdk_workers
-from tfx_tabular.source.parquet import Dataset, InputError
+from tfx_tabular.source.dataset import Dataset
+from tfx_tabular.source.errors import InputError
 from tfx_tabular.statistics.precompile import compile_kernels
 
 # Threads, not processes: the encoder kernels, Arrow's readers and file writes all release the GIL,

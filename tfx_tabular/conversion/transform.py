@@ -36,9 +36,11 @@ from tfx_tabular.conversion.plan import (
     plan_shards,
     shard_name,
 )
-from tfx_tabular.source import parquet
+from tfx_tabular.source.dataset import Dataset
+from tfx_tabular.source.errors import ColumnError, InputError
+from tfx_tabular.source.files import ParquetFileInfo
 from tfx_tabular.source.mapping import features_of
-from tfx_tabular.source.parquet import ColumnError, Dataset, InputError
+from tfx_tabular.source.reading import read_batches, row_bytes, rows_for_bytes
 
 PROGRESS_DIR = "progress"
 # In the staging folder: one file per finished shard with its rows per split; written last, so
@@ -296,7 +298,7 @@ class ConvertShard(beam.DoFn):
             ):
                 continue
             read_rows, step = self._batch_rows(info, split_statistics is not None)
-            for batch in parquet.read_batches(
+            for batch in read_batches(
                 self._dataset,
                 info,
                 row_groups,
@@ -321,7 +323,7 @@ class ConvertShard(beam.DoFn):
         progress.write()
         return rows
 
-    def _batch_rows(self, info: parquet.ParquetFileInfo, with_statistics: bool) -> tuple[int, int]:
+    def _batch_rows(self, info: ParquetFileInfo, with_statistics: bool) -> tuple[int, int]:
         """Rows of `info` read at a time, and encoded at a time: `batch_size` (with statistics,
         STATISTICS_READ_ROWS read), at most about `batch_bytes` of them read, and
         ENCODED_STEP_SHARE of that encoded (a record also holds every feature's name: wide rows
@@ -329,8 +331,8 @@ class ConvertShard(beam.DoFn):
         budget, most = self._options.batch_bytes, self._options.batch_size
         if with_statistics:
             most = max(most, STATISTICS_READ_ROWS)
-        read_rows = parquet.rows_for_bytes(info, budget, most)
-        encoded_row = parquet.row_bytes(info) + self._key_bytes
+        read_rows = rows_for_bytes(info, budget, most)
+        encoded_row = row_bytes(info) + self._key_bytes
         encoded_budget = budget * ENCODED_STEP_SHARE
         step = max(1, min(read_rows, self._options.batch_size, int(encoded_budget // encoded_row)))
         return read_rows, step

@@ -43,8 +43,9 @@ from numba.core import event
 
 from tfx_tabular.coders import columnar, encoding, flatten, tfrecord, wire
 from tfx_tabular.coders.pools import PooledColumns
-from tfx_tabular.source import parquet
+from tfx_tabular.source.dataset import Dataset, open_dataset
 from tfx_tabular.source.mapping import features_of
+from tfx_tabular.source.reading import read_batches
 from tfx_tabular.statistics import (
     accumulators,
     batch_values,
@@ -151,13 +152,13 @@ def _write_sample(folder: str, rng: np.random.Generator) -> None:
         )
 
 
-def _convert_file(dataset: parquet.Dataset, info, splits: list, key_features) -> None:
+def _convert_file(dataset: Dataset, info, splits: list, key_features) -> None:
     """One file through the conversion's calls: read (dictionary pages kept), encode in
     batches, split by record hash and by key columns, gather a split, write its columnar
     records (several read batches to a record), count statistics."""
     order = flatten.written_order(dataset.features)
     records = columnar.RecordBuffer(order, COLUMNAR_ROWS, COLUMNAR_ROWS // 2)
-    for batch in parquet.read_batches(
+    for batch in read_batches(
         dataset, info, range(len(info.row_group_rows)), ROWS, string_dictionaries=True
     ):
         columns = flatten.feature_columns(batch, dataset.features)
@@ -180,7 +181,7 @@ def _convert_file(dataset: parquet.Dataset, info, splits: list, key_features) ->
 
 
 def _convert_sample(folder: str) -> None:
-    dataset = parquet.open_dataset(folder)
+    dataset = open_dataset(folder)
     key_features = features_of(
         pa.schema([dataset.schema.field("word"), dataset.schema.field("day")])
     )
