@@ -1,4 +1,4 @@
-"""tfx_tabular.source.columns: a source's names from its footers, and the check of the names a
+"""tfx_tabular.conversion.columns: a source's names from its footers, and the check of the names a
 command line gives, with a "did you mean" for near misses."""
 
 import pyarrow as pa

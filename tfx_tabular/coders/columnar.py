@@ -149,7 +149,8 @@ def _stage_rows(kind, rows_of, items, ends, data, rows, row0, slice_rows, member
                 n = list_splits[at, r + 1] - start if valid[f, r] else 0
             lengths[f, row - row0] = n
             row += 1
-            # The values as encoding._serialize writes them, inline for the same reason.
+            # The values as encoding._serialize writes them, inline for the same reason (and
+            # held to wire's bytes by the same tests).
             if kind == Kind.FLOAT:  # packed fixed32
                 for k in range(4 * n):
                     buf[pos + k] = item_bytes[4 * start + k]

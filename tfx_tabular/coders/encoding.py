@@ -100,7 +100,8 @@ def _serialize(
             lo = cursors[f]
             hi = lo + counts[r, f]
             cursors[f] = hi
-            # wire.put_entry_head's bytes, inline (see there why).
+            # wire.put_entry_head's bytes, and below put_field_head's, inline (see
+            # put_entry_head why; tests/unit/test_wire.py holds the two to the same bytes).
             entry, feature, size = wire.entry_sizes(header, kind, payload)
             buf[pos] = wire.FEATURES_ENTRY
             pos = wire.put_varint(buf, pos + 1, entry)
