@@ -20,9 +20,9 @@ from conftest import convert_to_examples, few_features
 from tfx.utils import io_utils
 
 from tfx_tabular import input_fn
+from tfx_tabular.conversion.source_metadata import read_source_metadata
 from tfx_tabular.demo import criteo
 from tfx_tabular.schemas.infer import infer_schema
-from tfx_tabular.source import parquet
 
 WORKER = str(pathlib.Path(__file__).with_name("train_worker.py"))
 
@@ -34,7 +34,7 @@ def examples(tmp_path_factory):
     out = str(root / "examples")
     convert_to_examples(str(root / "data"), out, num_shards=4)
     schema_path = str(root / "schema.pbtxt")
-    schema = infer_schema(parquet.read_source_metadata(out), label="label")
+    schema = infer_schema(read_source_metadata(out), label="label")
     io_utils.write_pbtxt_file(schema_path, schema)
     io_utils.write_pbtxt_file(_worker_schema(schema_path), few_features(schema))
     return out, schema_path
@@ -357,7 +357,7 @@ def test_a_model_trained_on_columnar_batches_scores_as_one_trained_per_row(tmp_p
     criteo.write_dataset(str(tmp_path / "data"), 60_000, days=3, files_per_day=2)
     out = str(tmp_path / "examples")
     convert_to_examples(str(tmp_path / "data"), out, num_shards=4)
-    schema = infer_schema(parquet.read_source_metadata(out), label="label")
+    schema = infer_schema(read_source_metadata(out), label="label")
     small = few_features(schema, ["label", *criteo.SIGNAL_COLUMNS])
     train = sorted(tf.io.gfile.glob(os.path.join(out, "Split-train", "*")))
     eval_pattern = os.path.join(out, "Split-eval", "*")

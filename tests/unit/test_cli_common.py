@@ -17,8 +17,9 @@ from tfx_tabular.conversion.staging import OutputTakenError
 from tfx_tabular.pipelines.compiled_runner import RunError
 from tfx_tabular.pipelines.kubeflow import CompileError
 from tfx_tabular.schemas.infer import LabelError, SchemaError
+from tfx_tabular.source.dataset import open_dataset
+from tfx_tabular.source.errors import ColumnError, InputError, InputNotFoundError
 from tfx_tabular.source.mapping import UnsupportedColumnError
-from tfx_tabular.source.parquet import ColumnError, InputError, InputNotFoundError, open_dataset
 
 
 @pytest.mark.parametrize(

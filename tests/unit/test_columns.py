@@ -1,4 +1,4 @@
-"""tfx_tabular.source.columns: a source's names from its footers, and the check of the names a
+"""tfx_tabular.conversion.columns: a source's names from its footers, and the check of the names a
 command line gives, with a "did you mean" for near misses."""
 
 import pyarrow as pa
@@ -6,9 +6,9 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import convert_to_examples
 
-from tfx_tabular.source import columns
-from tfx_tabular.source.columns import UnknownColumnError
-from tfx_tabular.source.parquet import InputError
+from tfx_tabular.conversion import columns
+from tfx_tabular.conversion.columns import UnknownColumnError
+from tfx_tabular.source.errors import InputError
 
 
 @pytest.fixture(scope="module")

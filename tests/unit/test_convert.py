@@ -14,8 +14,8 @@ import pytest
 from conftest import HIVE_FILES, IN_MEMORY_BEAM
 
 from tfx_tabular.coders import encoding
+from tfx_tabular.conversion import allocator, publish
 from tfx_tabular.conversion import convert as conversion
-from tfx_tabular.conversion import publish
 from tfx_tabular.conversion.plan import (
     OutputOptions,
     Splits,
@@ -23,7 +23,8 @@ from tfx_tabular.conversion.plan import (
     splits_by_patterns,
 )
 from tfx_tabular.conversion.staging import STAGING_DIR
-from tfx_tabular.source.parquet import InputError, open_dataset
+from tfx_tabular.source.dataset import open_dataset
+from tfx_tabular.source.errors import InputError
 
 tf = pytest.importorskip("tensorflow")
 from tensorflow.core.example import example_pb2  # noqa: E402
@@ -462,7 +463,7 @@ def test_strings_stored_every_way_write_their_values(tmp_path):
 
 
 def test_freed_batch_buffers_are_kept_for_the_next_batch():
-    assert encoding.reuse_freed_memory()  # glibc here: its mallopt took both settings
+    assert allocator.reuse_freed_memory()  # glibc here: its mallopt took both settings
 
 
 @pytest.mark.parametrize("count", [0, 1, 3, 20])

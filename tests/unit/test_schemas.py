@@ -17,8 +17,8 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 
 from tfx_tabular import feature_spec
 from tfx_tabular.conversion import convert, plan
+from tfx_tabular.conversion.source_metadata import read_source_metadata
 from tfx_tabular.schemas.infer import SchemaError, infer_schema, overlay
-from tfx_tabular.source import parquet
 
 UTC = datetime.timezone.utc
 
@@ -112,7 +112,7 @@ def converted(tmp_path_factory):
     convert.convert(
         dataset, out, plan.Splits(buckets=(("all", 1),)), beam_pipeline_args=IN_MEMORY_BEAM
     )
-    schema = infer_schema(parquet.read_source_metadata(out), label="i64_required")
+    schema = infer_schema(read_source_metadata(out), label="i64_required")
     records = list(tf.data.TFRecordDataset(glob.glob(out + "/Split-all/*")))
     # One shard, one batch: rows keep their order.
     return schema, tf.io.parse_example(tf.stack(records), feature_spec(schema))

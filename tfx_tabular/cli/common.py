@@ -57,8 +57,8 @@ def error_types() -> dict:
     from tfx_tabular.pipelines.compiled_runner import RunError
     from tfx_tabular.pipelines.kubeflow import CompileError
     from tfx_tabular.schemas.infer import LabelError, SchemaError
+    from tfx_tabular.source.errors import ColumnError, InputError, InputNotFoundError
     from tfx_tabular.source.mapping import UnsupportedColumnError
-    from tfx_tabular.source.parquet import ColumnError, InputError, InputNotFoundError
 
     return {
         UsageError: (Exit.USAGE, None),
@@ -166,7 +166,7 @@ def check_names(
     one."""
     if not any(column_flags.values()) and not any((partition_flags or {}).values()):
         return
-    from tfx_tabular.source import columns
+    from tfx_tabular.conversion import columns
 
     columns.check_names(source, columns.source_names(source), column_flags, partition_flags)
 

@@ -307,9 +307,9 @@ def _load_example_statistics(path: str) -> dict:
     folder, or an ExampleStatistics folder (ParquetExampleGen's or stock StatisticsGen's)."""
     from google.protobuf import message
 
-    from tfx_tabular.source import parquet
+    from tfx_tabular.conversion.source_metadata import is_examples_folder
 
-    if parquet.is_examples_folder(path):
+    if is_examples_folder(path):
         raise BadInputError(
             f"{path} is an Examples folder, not example statistics", hint=NO_EXAMPLE_STATISTICS
         )
@@ -452,14 +452,14 @@ def json_value(value):
 
 def cmd_head(args) -> dict:
     from tfx_tabular.conversion import peek
+    from tfx_tabular.conversion.source_metadata import is_examples_folder, read_source_metadata
     from tfx_tabular.schemas.infer import infer_schema
-    from tfx_tabular.source import parquet
 
-    if parquet.is_examples_folder(args.path):
+    if is_examples_folder(args.path):
         splits = peek.split_names(args.path)
         if args.split and splits and args.split not in splits:
             raise UsageError(f"--split {args.split!r}: {args.path} holds {', '.join(splits)}")
-        schema = infer_schema(parquet.read_source_metadata(args.path))
+        schema = infer_schema(read_source_metadata(args.path))
         split, table = peek.head_examples(args.path, args.n, schema, args.split)
         title = f"{args.path}: Split-{split}, first {table.num_rows} tf.Examples"
     else:

@@ -23,7 +23,8 @@ from tfx_tabular.conversion.transform import WriteExamples, watching
 from tfx_tabular.runners import interrupts
 from tfx_tabular.runners.progress import QUIET_VARIABLE
 from tfx_tabular.runners.workers import check_sdk_workers
-from tfx_tabular.source.parquet import Dataset, InputError
+from tfx_tabular.source.dataset import Dataset
+from tfx_tabular.source.errors import InputError
 from tfx_tabular.statistics.precompile import compile_kernels
 
 # Threads, not processes: the encoder kernels, Arrow's readers and file writes all release the GIL,
@@ -55,7 +56,7 @@ def run_conversion(
     them under `output_dir`, or remove the staging folder. The one way a conversion runs (CLI and
     executor). `on_progress(rows written)` is called from a thread while the pipeline runs.
     With `statistics_dir`, each split's statistics are computed in the same pass and written
-    there as `Split-<name>/FeatureStats.pb` (`tfx_tabular.statistics.engine`)."""
+    there as `Split-<name>/FeatureStats.pb` (`tfx_tabular.statistics`)."""
     check_sdk_workers(pipeline.options)
     _compile_kernels()
     options = sized_for(options, dataset)

@@ -13,8 +13,10 @@ import numpy as np
 import pyarrow as pa
 
 from tfx_tabular.coders import columnar
-from tfx_tabular.source import parquet
-from tfx_tabular.source.parquet import Dataset, InputError
+from tfx_tabular.source.dataset import Dataset, open_dataset
+from tfx_tabular.source.errors import InputError
+from tfx_tabular.source.listing import matches_pattern
+from tfx_tabular.source.reading import row_bytes, rows_for_bytes
 
 COMPRESSIONS = ("none", "gzip")
 DEFAULT_BUCKETS = (("train", 2), ("eval", 1))  # FileBasedExampleGen's default split
@@ -80,9 +82,7 @@ def splits_by_patterns(dataset: Dataset, patterns: Mapping[str, str]) -> Splits:
     file_splits = {}
     for info in dataset.files:
         matches = [
-            name
-            for name, pattern in patterns.items()
-            if parquet.matches_pattern(info.relative, pattern)
+            name for name, pattern in patterns.items() if matches_pattern(info.relative, pattern)
         ]
         if len(matches) > 1:
             raise InputError(f"{info.path} matches the patterns of splits {matches}")
@@ -126,7 +126,7 @@ def plan_conversion(
 ) -> tuple[Dataset, Splits]:
     """Open the dataset and choose its splits (see `SourceOptions`)."""
     patterns = dict(options.patterns or {"single_split": "*"})
-    dataset = parquet.open_dataset(
+    dataset = open_dataset(
         input_base,
         list(patterns.values()),
         columns=options.columns,
@@ -187,8 +187,8 @@ def sized_for(options: OutputOptions, dataset: Dataset) -> OutputOptions:
     The same on every worker (footers only), and the layout records it."""
     if not options.columnar_batch_rows or not dataset.files:
         return options
-    widest = max(dataset.files, key=parquet.row_bytes)
-    rows = parquet.rows_for_bytes(widest, options.read_batch_bytes, options.columnar_batch_rows)
+    widest = max(dataset.files, key=row_bytes)
+    rows = rows_for_bytes(widest, options.read_batch_bytes, options.columnar_batch_rows)
     if rows < options.columnar_batch_rows:
         rows = max(columnar.SLICE_ROWS, rows // columnar.SLICE_ROWS * columnar.SLICE_ROWS)
     return dataclasses.replace(options, columnar_batch_rows=min(rows, options.columnar_batch_rows))

@@ -15,8 +15,9 @@ from typing import Iterator, Optional, Sequence
 from apache_beam.io.filesystems import FileSystems
 
 from tfx_tabular import statistics
-from tfx_tabular.coders import columnar, encoding
+from tfx_tabular.coders import columnar, flatten
 from tfx_tabular.conversion.plan import OutputOptions, Splits, columnar_shard_name, shard_name
+from tfx_tabular.conversion.source_metadata import SOURCE_METADATA_FILE, SourceMetadata
 from tfx_tabular.conversion.staging import Staging
 from tfx_tabular.conversion.transform import (
     FEATURE_STATS_DIR,
@@ -25,8 +26,7 @@ from tfx_tabular.conversion.transform import (
     statistics_part,
 )
 from tfx_tabular.runners.interrupts import uninterruptible
-from tfx_tabular.source import parquet
-from tfx_tabular.source.parquet import Dataset
+from tfx_tabular.source.dataset import Dataset
 
 
 @dataclasses.dataclass
@@ -111,7 +111,7 @@ def _move_columnar(
             FileSystems.mkdirs(target_dir)
     FileSystems.rename(sources, targets)
     layout = columnar.layout_of(
-        encoding.written_order(dataset.features), options.columnar_batch_rows, rows
+        flatten.written_order(dataset.features), options.columnar_batch_rows, rows
     )
     with FileSystems.create(posixpath.join(folder, columnar.LAYOUT_FILE)) as handle:
         handle.write(layout.to_json().encode())
@@ -126,7 +126,7 @@ def _merge_statistics(staging: Staging, splits: Splits, num_shards: int) -> list
         merged = statistics.SplitStatistics()
         parts = [statistics_part(staging.folder, name, i) for i in range(num_shards)]
         for part in _read_ahead(parts):
-            merged.merge(statistics.SplitStatistics.from_bytes(part))
+            merged.merge(statistics.decode_part(part))
         paths.append(
             posixpath.join(staging.folder, FEATURE_STATS_DIR, f"Split-{name}", statistics.FILE_NAME)
         )
@@ -179,9 +179,9 @@ def publish(
             _move_columnar(staging, dataset, rows, num_shards, options)
         if merged_statistics is not None:
             _move_statistics(merged_statistics, splits, statistics_dir)
-        metadata_path = posixpath.join(staging.output_dir, parquet.SOURCE_METADATA_FILE)
+        metadata_path = posixpath.join(staging.output_dir, SOURCE_METADATA_FILE)
         with FileSystems.create(metadata_path) as handle:
-            handle.write(dataset.source_metadata().to_arrow_schema().serialize().to_pybytes())
+            handle.write(SourceMetadata.of(dataset).to_arrow_schema().serialize().to_pybytes())
         staging.discard()
     return ConversionResult(
         staging.output_dir,

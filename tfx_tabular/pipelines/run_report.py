@@ -152,9 +152,9 @@ def _demo_report(examples: dict, schema_path: str, training: dict) -> Optional[d
     """The learned AUC beside the ceiling, when the model learned the demo data's label; the
     ceiling is the AUC of `criteo.click_probability` on the rows of the eval split."""
     from tfx_tabular import schemas
+    from tfx_tabular.conversion.source_metadata import read_source_metadata
     from tfx_tabular.demo import criteo
     from tfx_tabular.schemas.infer import label_of
-    from tfx_tabular.source.parquet import read_source_metadata
 
     learned, eval_rows = training["eval"].get("auc"), examples["rows"].get("eval")
     if learned is None or not eval_rows:

@@ -22,7 +22,8 @@ import pyarrow.fs as pafs
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
 from tfx_tabular import statistics
-from tfx_tabular.source.parquet import InputError, resolve_filesystem
+from tfx_tabular.source.errors import InputError
+from tfx_tabular.source.filesystems import resolve_filesystem
 
 _PLACEHOLDERS = {statistics.NON_UTF8_PLACEHOLDER, statistics.LARGE_BYTES_PLACEHOLDER}
 

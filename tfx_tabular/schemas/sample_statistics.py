@@ -36,7 +36,7 @@ def sample_parquet(dataset, rows: int, path: str) -> int:
     an equal share from the start of every row group of every file, so the sample spans files,
     partitions and the row groups within each file."""
     from tfx_tabular.coders import encoding
-    from tfx_tabular.source import parquet
+    from tfx_tabular.source.reading import read_batches
 
     units = [(info, group) for info in dataset.files for group in range(len(info.row_group_rows))]
     if not units:
@@ -52,7 +52,7 @@ def sample_parquet(dataset, rows: int, path: str) -> int:
             take = min(share, rows - count, info.row_group_rows[group])
             if take <= 0:
                 continue
-            batch = next(parquet.read_batches(dataset, info, [group], take), None)
+            batch = next(read_batches(dataset, info, [group], take), None)
             if batch is None:
                 continue
             out.write(
@@ -116,7 +116,7 @@ def _shared_folder(beam_pipeline_args: Sequence[str]):
         runner not in ("DirectRunner", "direct")
         or options.view_as(PortableOptions).environment_type
     ):
-        from tfx_tabular.source.parquet import InputError
+        from tfx_tabular.source.errors import InputError
 
         raise InputError(
             f"sample statistics on {runner} need --temp_location, a folder its workers share "
@@ -159,7 +159,7 @@ def sample_statistics_overlay(
     base: Optional[schema_pb2.Schema] = None,
 ) -> tuple[schema_pb2.Schema, SampleStatisticsReport]:
     """`base` with string domains, value counts and presence from TFDV over a sample of
-    `source`: a list of TFRecord tf.Example shards, or a `parquet.Dataset`. The sample and the
+    `source`: a list of TFRecord tf.Example shards, or a `source.dataset.Dataset`. The sample and the
     statistics pass through a folder the runner's workers share (see `_shared_folder`)."""
     import tensorflow_data_validation as tfdv
 

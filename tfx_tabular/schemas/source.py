@@ -10,6 +10,11 @@ from typing import Optional, Sequence
 
 from tensorflow_metadata.proto.v0 import schema_pb2
 
+from tfx_tabular.conversion.source_metadata import (
+    SourceMetadata,
+    is_examples_folder,
+    read_source_metadata,
+)
 from tfx_tabular.schemas.infer import SchemaError, infer_schema, overlay
 from tfx_tabular.schemas.sample_statistics import (
     DEFAULT_MAX_VOCABULARY_SIZE,
@@ -17,13 +22,13 @@ from tfx_tabular.schemas.sample_statistics import (
     SampleStatisticsReport,
     sample_statistics_overlay,
 )
-from tfx_tabular.source import parquet
+from tfx_tabular.source.dataset import open_dataset
 
 
 @dataclasses.dataclass
 class InferredSchema:
     schema: schema_pb2.Schema
-    metadata: parquet.SourceMetadata
+    metadata: SourceMetadata
     from_examples: bool
     num_files: int  # Parquet files whose footers were read (0 for an Examples folder)
     sample_statistics: Optional[SampleStatisticsReport] = None
@@ -62,12 +67,12 @@ def schema_of(
     from tfx_tabular import schemas
 
     dataset = None
-    from_examples = parquet.is_examples_folder(uri) if examples is None else examples
+    from_examples = is_examples_folder(uri) if examples is None else examples
     if from_examples:
-        metadata = parquet.read_source_metadata(uri).without(exclude_columns)
+        metadata = read_source_metadata(uri).without(exclude_columns)
     else:
-        dataset = parquet.open_dataset(uri, exclude_columns=exclude_columns)
-        metadata = dataset.source_metadata()
+        dataset = open_dataset(uri, exclude_columns=exclude_columns)
+        metadata = SourceMetadata.of(dataset)
     result = InferredSchema(
         infer_schema(metadata, label=label),
         metadata,

@@ -58,7 +58,7 @@ class ParquetExampleGen(base_beam_component.BaseBeamComponent):
 
     `compute_example_statistics` (default on): a second output, `statistics`, the
     `ExampleStatistics` stock StatisticsGen would write for the same Examples
-    (`Split-<name>/FeatureStats.pb`), computed while converting (`tfx_tabular.statistics.engine`);
+    (`Split-<name>/FeatureStats.pb`), computed while converting (`tfx_tabular.statistics`);
     stock SchemaGen, ExampleValidator and ParquetSchemaGen read it.
 
     `columnar_batch_rows` (default 0: off; `create_pipeline` sets 8192, its trainer being
