@@ -67,10 +67,8 @@ class ParquetExampleGen(base_beam_component.BaseBeamComponent):
     (layout version, rows per record, features, rows per split; also the artifact's
     `columnar_batch_rows` and `columnar_layout_version` properties). Stock components read only
     the `Split-<name>` folders; `tfx_tabular.input_fn` (TabularTrainer) reads the batches.
-    `table_version`: a Delta Lake version or Iceberg snapshot id to read.
-    `read_batch_bytes` (default 16 MiB): about this many bytes per batch read and encoded, rows sized
-    by the footers' uncompressed column sizes; wide rows (thousands of columns) come fewer than
-    `read_batch_rows` at a time, and their columnar records hold fewer than `columnar_batch_rows`.
+
+    Every parameter's meaning and default: its declaration in `spec.py`.
     """
 
     SPEC_CLASS = ParquetExampleGenSpec
