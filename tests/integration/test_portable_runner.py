@@ -142,7 +142,7 @@ def test_conversion_with_two_workers_of_the_pool(
         out,
         options,
         two_worker_pipeline(pool),
-        statistics_dir=f"gs://{BUCKET}/portable-two-statistics",
+        example_statistics_dir=f"gs://{BUCKET}/portable-two-statistics",
     )
     assert sum(result.rows.values()) == 3000
     assert len(_workers_started(pool)) == before + 2, pool.log.read_text()[-3000:]
@@ -159,7 +159,7 @@ def test_conversion_with_two_workers_of_the_pool(
         local_splits,
         options,
         IN_MEMORY_BEAM,
-        statistics_dir=str(local),
+        example_statistics_dir=str(local),
     )
     for name in ("train", "eval"):
         blob = gcs.blob(f"portable-two-statistics/Split-{name}/FeatureStats.pb")

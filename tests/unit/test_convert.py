@@ -457,7 +457,7 @@ def test_strings_stored_every_way_write_their_values(tmp_path):
             Splits(buckets=(("train", 1),)),
             OutputOptions(read_batch_rows=700),
             IN_MEMORY_BEAM,
-            statistics_dir=str(tmp_path / f"stats-{statistics}") if statistics else None,
+            example_statistics_dir=str(tmp_path / f"stats-{statistics}") if statistics else None,
         )
         assert sorted(read_split(str(out), "train")) == expected
 

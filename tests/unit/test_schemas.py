@@ -198,7 +198,11 @@ def string_label_conversion(tmp_path_factory):
     dataset, splits = plan.plan_conversion(str(root / "data"))
     examples, statistics = str(root / "examples"), str(root / "statistics")
     convert.convert(
-        dataset, examples, splits, beam_pipeline_args=IN_MEMORY_BEAM, statistics_dir=statistics
+        dataset,
+        examples,
+        splits,
+        beam_pipeline_args=IN_MEMORY_BEAM,
+        example_statistics_dir=statistics,
     )
     return examples, statistics
 

@@ -255,7 +255,7 @@ def test_conversion_statistics_are_deterministic_and_load_in_tfdv(hive_dataset, 
             splits,
             plan.OutputOptions(num_shards=3, read_batch_rows=50),
             beam_args,
-            statistics_dir=str(tmp_path / run / "statistics"),
+            example_statistics_dir=str(tmp_path / run / "statistics"),
         )
         left = glob.glob(
             str(tmp_path / run / "**" / transform.STATISTICS_PARTS_DIR), recursive=True
@@ -292,7 +292,7 @@ def test_conversion_without_statistics_writes_none(tmp_path):
     result = convert.convert(
         dataset, str(tmp_path / "out"), splits, beam_pipeline_args=IN_MEMORY_BEAM
     )
-    assert result.statistics_dir is None
+    assert result.example_statistics_dir is None
     assert not glob.glob(str(tmp_path / "out" / "**" / "FeatureStats.pb"), recursive=True)
 
 

@@ -108,7 +108,7 @@ def test_small_byte_budgets_write_the_same_records_and_statistics(wide_dataset, 
                 columnar_batch_rows=columnar.DEFAULT_BATCH_ROWS, read_batch_bytes=budget
             ),
             beam_pipeline_args=IN_MEMORY_BEAM,
-            statistics_dir=str(out / "statistics"),
+            example_statistics_dir=str(out / "statistics"),
         )
         records = {}
         for path in sorted(glob.glob(str(out / "examples" / "Split-*" / "data_tfrecord-*"))):
@@ -362,7 +362,7 @@ def test_row_groups_read_whole_convert_to_the_same_records_and_statistics(
             str(out / "examples"),
             splits,
             plan.OutputOptions(),
-            statistics_dir=str(out / "statistics"),
+            example_statistics_dir=str(out / "statistics"),
             beam_pipeline_args=IN_MEMORY_BEAM,
         )
         paths = sorted(

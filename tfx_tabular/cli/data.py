@@ -157,7 +157,7 @@ def cmd_convert(args) -> dict:
             options,
             args.beam_arg,
             on_progress=progress.update if progress is not None else None,
-            statistics_dir=args.example_statistics,
+            example_statistics_dir=args.example_statistics,
         )
         if progress is not None:
             progress.update(sum(result.rows.values()))
@@ -178,7 +178,7 @@ def cmd_convert(args) -> dict:
         "rows_per_second": round(result.rows_per_second),
         "files": len(dataset.files),
         "features": len(dataset.features),
-        "example_statistics": result.statistics_dir,
+        "example_statistics": result.example_statistics_dir,
     }
 
 

@@ -36,7 +36,7 @@ class ConversionResult:
     num_shards: int
     compression: str
     seconds: float = 0.0
-    statistics_dir: Optional[str] = None  # Split-<name>/FeatureStats.pb, when computed
+    example_statistics_dir: Optional[str] = None  # Split-<name>/FeatureStats.pb, when computed
     columnar_batch_rows: int = 0  # rows per columnar batch record (`columnar/`); 0: none
 
     @property
@@ -135,9 +135,9 @@ def _merge_statistics(staging: Staging, splits: Splits, num_shards: int) -> list
     return paths
 
 
-def _move_statistics(sources: list[str], splits: Splits, statistics_dir: str) -> None:
+def _move_statistics(sources: list[str], splits: Splits, example_statistics_dir: str) -> None:
     targets = [
-        posixpath.join(statistics_dir, f"Split-{name}", statistics.FILE_NAME)
+        posixpath.join(example_statistics_dir, f"Split-{name}", statistics.FILE_NAME)
         for name in splits.names
     ]
     for target in targets:
@@ -152,10 +152,10 @@ def publish(
     staging: Staging,
     num_shards: int,
     options: OutputOptions,
-    statistics_dir: Optional[str] = None,
+    example_statistics_dir: Optional[str] = None,
 ) -> ConversionResult:
     """Check every row was written (and merge the statistics), claim the output, then move the
-    shards into `Split-<name>/` (and the statistics into `statistics_dir`/`Split-<name>/`)."""
+    shards into `Split-<name>/` (and the statistics into `example_statistics_dir`/`Split-<name>/`)."""
     rows = _rows_per_split(staging.folder, splits, num_shards)
     expected = (
         dataset.num_rows
@@ -168,7 +168,9 @@ def publish(
             "output not published"
         )
     merged_statistics = (
-        _merge_statistics(staging, splits, num_shards) if statistics_dir is not None else None
+        _merge_statistics(staging, splits, num_shards)
+        if example_statistics_dir is not None
+        else None
     )
     # From the claim on, all of the output or none of it: a Ctrl-C or SIGTERM waits until the
     # files are in place.
@@ -178,7 +180,7 @@ def publish(
         if options.columnar_batch_rows:
             _move_columnar(staging, dataset, rows, num_shards, options)
         if merged_statistics is not None:
-            _move_statistics(merged_statistics, splits, statistics_dir)
+            _move_statistics(merged_statistics, splits, example_statistics_dir)
         metadata_path = posixpath.join(staging.output_dir, SOURCE_METADATA_FILE)
         with FileSystems.create(metadata_path) as handle:
             handle.write(SourceMetadata.of(dataset).to_arrow_schema().serialize().to_pybytes())
@@ -188,6 +190,6 @@ def publish(
         rows,
         num_shards,
         options.compression,
-        statistics_dir=statistics_dir,
+        example_statistics_dir=example_statistics_dir,
         columnar_batch_rows=options.columnar_batch_rows,
     )

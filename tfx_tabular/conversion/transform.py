@@ -175,7 +175,7 @@ class _ColumnarBatches:
 
 class ConvertShard(beam.DoFn):
     """Converts one shard (a list of row groups) into one temporary file per split; with
-    `with_statistics`, also writes each split's SplitStatistics into STATISTICS_PARTS_DIR."""
+    `with_example_statistics`, also writes each split's SplitStatistics into STATISTICS_PARTS_DIR."""
 
     def __init__(
         self,
@@ -184,14 +184,14 @@ class ConvertShard(beam.DoFn):
         splits: Splits,
         temp_dir: str,
         options: OutputOptions,
-        with_statistics: bool = False,
+        with_example_statistics: bool = False,
     ):
         self._dataset = dataset.for_reading()
         self._shards = shards
         self._splits = splits
         self._temp_dir = temp_dir
         self._options = options
-        self._with_statistics = with_statistics
+        self._with_example_statistics = with_example_statistics
 
     def setup(self):
         allocator.reuse_freed_memory()
@@ -250,7 +250,7 @@ class ConvertShard(beam.DoFn):
                     )
             split_statistics = (
                 [statistics.SplitStatistics(self._features) for _ in names]
-                if self._with_statistics
+                if self._with_example_statistics
                 else None
             )
             rows = self._write_shard(shard_index, writers, split_statistics)
@@ -323,13 +323,13 @@ class ConvertShard(beam.DoFn):
         progress.write()
         return rows
 
-    def _batch_rows(self, info: ParquetFileInfo, with_statistics: bool) -> tuple[int, int]:
+    def _batch_rows(self, info: ParquetFileInfo, with_example_statistics: bool) -> tuple[int, int]:
         """Rows of `info` read at a time, and encoded at a time: `read_batch_rows` (with statistics,
         STATISTICS_READ_ROWS read), at most about `read_batch_bytes` of them read, and
         ENCODED_STEP_SHARE of that encoded (a record also holds every feature's name: wide rows
         grow several times when encoded)."""
         budget, most = self._options.read_batch_bytes, self._options.read_batch_rows
-        if with_statistics:
+        if with_example_statistics:
             most = max(most, STATISTICS_READ_ROWS)
         read_rows = rows_for_bytes(info, budget, most)
         encoded_row = row_bytes(info) + self._key_bytes
@@ -361,7 +361,7 @@ class ConvertShard(beam.DoFn):
 
 class WriteExamples(beam.PTransform):
     """Root transform: writes the dataset's shards into `temp_dir` (see `publish`) and, with
-    `with_statistics`, each shard's statistics per split (`statistics_part`)."""
+    `with_example_statistics`, each shard's statistics per split (`statistics_part`)."""
 
     def __init__(
         self,
@@ -369,7 +369,7 @@ class WriteExamples(beam.PTransform):
         splits: Splits,
         temp_dir: str,
         options: OutputOptions,
-        with_statistics: bool = False,
+        with_example_statistics: bool = False,
     ):
         super().__init__()
         self._dataset, self._splits, self._temp_dir, self._options = (
@@ -378,7 +378,7 @@ class WriteExamples(beam.PTransform):
             temp_dir,
             options,
         )
-        self._with_statistics = with_statistics
+        self._with_example_statistics = with_example_statistics
         files = [
             f
             for f in dataset.files
@@ -401,7 +401,7 @@ class WriteExamples(beam.PTransform):
             self._splits,
             self._temp_dir,
             self._options,
-            self._with_statistics,
+            self._with_example_statistics,
         )
         shards = (
             pipeline
