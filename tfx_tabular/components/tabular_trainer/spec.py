@@ -40,7 +40,9 @@ PARAMETERS = {
         help="JSON values for model_fn / run_fn (the stock Tuner's artifact goes to "
         "`hyperparameters`)",
     ),
-    "learning_rate": Parameter(float, default=1e-3, help="Adam's, unless model_fn compiles"),
+    "learning_rate": Parameter(
+        float, default=1e-3, help="the learning rate (Adam's, unless model_fn compiles the model)"
+    ),
     "cache": Parameter(
         str, help='cache the parsed batches after the first epoch: "memory" or a file path prefix'
     ),
