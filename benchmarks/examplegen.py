@@ -53,10 +53,10 @@ COMPRESSIONS = {  # name → (compression, gzip level)
 
 def task_convert_ours(input_base: str, output_dir: str, compression: str, level: int) -> dict:
     from tfx_tabular.conversion import convert, plan
-    from tfx_tabular.source import parquet
+    from tfx_tabular.source.dataset import open_dataset
 
     start = time.perf_counter()
-    dataset = parquet.open_dataset(input_base)
+    dataset = open_dataset(input_base)
     result = convert.convert(
         dataset,
         output_dir,
@@ -79,11 +79,11 @@ def task_warm_up(input_base: str, output_dir: str) -> dict:
     """One untimed conversion in the driver process (DirectRunner in_memory): it runs the same
     DoFn code as the measured runs, so numba's on-disk cache holds every kernel they call."""
     from tfx_tabular.conversion import convert
-    from tfx_tabular.source import parquet
+    from tfx_tabular.source.dataset import open_dataset
 
     start = time.perf_counter()
     result = convert.convert(
-        parquet.open_dataset(input_base),
+        open_dataset(input_base),
         output_dir,
         beam_pipeline_args=["--direct_running_mode=in_memory"],
     )
@@ -173,7 +173,7 @@ def _as_large_lists(batch):
 
 def _loop_process(kind: str, file_indices: list, path: str) -> int:
     from tfx_tabular.coders import encoding
-    from tfx_tabular.source import parquet
+    from tfx_tabular.source.reading import read_batches
 
     dataset = _LOOP_DATASET
     rows = 0
@@ -181,9 +181,7 @@ def _loop_process(kind: str, file_indices: list, path: str) -> int:
     def batches():
         for index in file_indices:
             info = dataset.files[index]
-            yield from parquet.read_batches(
-                dataset, info, range(len(info.row_group_rows)), BATCH_SIZE
-            )
+            yield from read_batches(dataset, info, range(len(info.row_group_rows)), BATCH_SIZE)
 
     if kind == "tfx_bsl":
         import tensorflow as tf
@@ -209,18 +207,19 @@ def task_loop(kind: str, input_base: str, output_dir: str, processes: int = 2) -
     import multiprocessing
 
     from tfx_tabular.coders import encoding
-    from tfx_tabular.source import parquet
+    from tfx_tabular.source.dataset import open_dataset
+    from tfx_tabular.source.reading import read_batches
 
     global _LOOP_DATASET
-    dataset = _LOOP_DATASET = parquet.open_dataset(input_base)
+    dataset = _LOOP_DATASET = open_dataset(input_base)
     if kind == "tfx_bsl":  # import and warm up before forking, outside the timed region
         import tensorflow as tf  # noqa: F401
         from tfx_bsl.coders import example_coder
 
-        first = next(parquet.read_batches(dataset, dataset.files[0], [0], 64))
+        first = next(read_batches(dataset, dataset.files[0], [0], 64))
         example_coder.RecordBatchToExamplesEncoder().encode(_as_large_lists(first))
     else:
-        first = next(parquet.read_batches(dataset, dataset.files[0], [0], 64))
+        first = next(read_batches(dataset, dataset.files[0], [0], 64))
         encoding.encode(first, dataset.features, framed=True)  # loads numba's cached kernels
     groups: list[list[int]] = [[] for _ in range(processes)]
     loads = [0] * processes
@@ -261,14 +260,14 @@ def task_read(outputs: dict, expected_rows: int) -> dict:
     import tensorflow as tf
 
     from tfx_tabular import input_fn, schemas
+    from tfx_tabular.conversion.source_metadata import read_source_metadata
     from tfx_tabular.schemas.infer import infer_schema
-    from tfx_tabular.source import parquet
 
     results, features = {}, 0
     for name, output_dir in outputs.items():
         files = sorted(glob.glob(os.path.join(output_dir, "Split-*", "data_tfrecord-*")))
         compression = "GZIP" if files[0].endswith(".gz") else ""
-        schema = infer_schema(parquet.read_source_metadata(output_dir), label="label")
+        schema = infer_schema(read_source_metadata(output_dir), label="label")
         features = len(schemas.feature_spec(schema))
         start = time.perf_counter()
         rows = 0

@@ -38,10 +38,10 @@ MEMORY_BATCHES = 1000
 def _setup(examples_dir: str):
     import tensorflow as tf  # noqa: F401  (imported before timing)
 
+    from tfx_tabular.conversion.source_metadata import read_source_metadata
     from tfx_tabular.schemas.infer import infer_schema
-    from tfx_tabular.source import parquet
 
-    schema = infer_schema(parquet.read_source_metadata(examples_dir), label="label")
+    schema = infer_schema(read_source_metadata(examples_dir), label="label")
     files = sorted(glob.glob(os.path.join(examples_dir, "Split-train", "*")))
     return schema, files
 

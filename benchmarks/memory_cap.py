@@ -41,9 +41,9 @@ def task_convert(cgroup: str, input_base: str, output_dir: str) -> dict:
     _join(cgroup)
     from tfx_tabular.coders import columnar
     from tfx_tabular.conversion import convert, plan
-    from tfx_tabular.source import parquet
+    from tfx_tabular.source.dataset import open_dataset
 
-    dataset = parquet.open_dataset(input_base)
+    dataset = open_dataset(input_base)
     # As a TabularTrainer pipeline converts: columnar batches too (they buffer a record per split).
     options = plan.OutputOptions(columnar_batch_rows=columnar.DEFAULT_BATCH_ROWS)
     result = convert.convert(dataset, output_dir, options=options)
@@ -67,10 +67,10 @@ def task_input_fn(cgroup: str, examples_dir: str) -> dict:
     import time
 
     from tfx_tabular import input_fn
+    from tfx_tabular.conversion.source_metadata import read_source_metadata
     from tfx_tabular.schemas.infer import infer_schema
-    from tfx_tabular.source import parquet
 
-    schema = infer_schema(parquet.read_source_metadata(examples_dir), label="label")
+    schema = infer_schema(read_source_metadata(examples_dir), label="label")
     files = sorted(glob.glob(os.path.join(examples_dir, "Split-*", "*")))
     start = time.perf_counter()
     examples = 0

@@ -18,12 +18,13 @@ STOCK = "stock StatisticsGen + SchemaGen"
 
 
 def task_ours(input_base: str) -> dict:
+    from tfx_tabular.conversion.source_metadata import SourceMetadata
     from tfx_tabular.schemas.infer import infer_schema
-    from tfx_tabular.source import parquet
+    from tfx_tabular.source.dataset import open_dataset
 
     start = time.perf_counter()
-    dataset = parquet.open_dataset(input_base)
-    schema = infer_schema(dataset.source_metadata(), label="label")
+    dataset = open_dataset(input_base)
+    schema = infer_schema(SourceMetadata.of(dataset), label="label")
     seconds = time.perf_counter() - start
     return {
         "seconds": seconds,

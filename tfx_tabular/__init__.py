@@ -14,6 +14,7 @@ import os
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 __version__ = "0.1.0"
+__all__ = ["feature_spec", "input_fn"]
 
 
 def feature_spec(schema, environment=None, exclude=()):

@@ -11,12 +11,14 @@ from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
 
 from tfx_tabular.components import ParquetExampleGen
 
-data, root, metadata_path, batch_size = sys.argv[1:5]
+data, root, metadata_path, read_batch_rows = sys.argv[1:5]
 BeamDagRunner().run(
     tfx.dsl.Pipeline(
         pipeline_name="fault-test",
         pipeline_root=root,
-        components=[ParquetExampleGen(input_base=data, batch_size=int(batch_size), num_shards=4)],
+        components=[
+            ParquetExampleGen(input_base=data, read_batch_rows=int(read_batch_rows), num_shards=4)
+        ],
         enable_cache=True,
         metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
             metadata_path

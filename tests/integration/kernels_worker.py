@@ -35,7 +35,7 @@ for data in sys.argv[1:]:
         splits,
         plan.OutputOptions(num_shards=2, columnar_batch_rows=8192),  # as pipelines convert
         IN_MEMORY_BEAM,
-        statistics_dir=os.path.join(out, "statistics"),
+        example_statistics_dir=os.path.join(out, "statistics"),
     )
 compiled = sorted(
     {

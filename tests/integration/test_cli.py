@@ -144,8 +144,9 @@ def test_run_json_is_the_ml_metadata_report(data, tmp_path):
     assert report["training"]["tensorboard"] == f"tensorboard --logdir {report['training']['uri']}"
     assert report["model"]["lineage"][-1].startswith("Model#")
     # ParquetExampleGen's statistics, as TFDV's Facets Overview page in the pipeline root.
-    assert report["statistics"]["facets"] == str(tmp_path / "root" / "statistics.html")
-    page = (tmp_path / "root" / "statistics.html").read_text()
+    facets = tmp_path / "root" / "example_statistics.html"
+    assert report["example_statistics"]["facets"] == str(facets)
+    page = facets.read_text()
     assert "facets-overview" in page and len(page) > 10_000
     # Which component runs, done of total, on stderr.
     assert "[1/4] ParquetExampleGen running" in result.stderr
@@ -295,30 +296,3 @@ def test_convert_writes_example_statistics_and_show_statistics_renders_them(data
     assert one.returncode == 0, one.stderr
     wrong = cli("show-statistics", stats, "-o", page, "--split", "test")
     assert wrong.returncode == 2 and "no split 'test'" in wrong.stderr
-
-
-def test_the_previous_spellings_still_work_with_a_one_line_deprecation_note(data, tmp_path):
-    out, stats = str(tmp_path / "examples"), str(tmp_path / "statistics")
-    converted = cli("convert", data, out, "--statistics", stats, "--json")
-    assert converted.returncode == 0, converted.stderr
-    assert json.loads(converted.stdout)["statistics"] == stats  # the old key, for one release
-    note = (
-        "tfx-tabular: deprecated: --statistics is --example-statistics now; the old spelling "
-        "goes away in the next release"
-    )
-    assert converted.stderr.splitlines()[0] == note
-    schema = str(tmp_path / "schema.pbtxt")
-    inferred = cli("infer-schema", out, "-o", schema, "--split-statistics", stats)
-    assert inferred.returncode == 0, inferred.stderr
-    assert inferred.stderr.splitlines() == [
-        "tfx-tabular: deprecated: --split-statistics is --example-statistics now; the old "
-        "spelling goes away in the next release"
-    ]
-    assert "string_domain" in open(schema).read()
-    shown = cli("show-stats", stats, "-o", str(tmp_path / "stats.html"))
-    assert shown.returncode == 0, shown.stderr
-    assert shown.stderr.splitlines()[0].startswith(
-        "tfx-tabular: deprecated: show-stats is show-statistics now"
-    )
-    quiet = cli("infer-schema", out, "-o", schema, "--split-statistics", stats, "-q")
-    assert quiet.returncode == 0 and quiet.stderr == ""  # --quiet: errors only

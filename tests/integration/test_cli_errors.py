@@ -84,7 +84,12 @@ MATRIX = [
     ("convert {out}/missing {out}/c1", 1, ["missing does not exist"], "check the path"),
     ("convert {data} {read_only}/c2", 1, ["c2 is not writable"], "permissions"),
     ("convert {data} {examples}", 1, ["already holds a conversion's output"], None),
-    ("convert {data} {out}/c3 --exclude plna", 1, ["--exclude 'plna'", "'plan'?"], "--exclude"),
+    (
+        "convert {data} {out}/c3 --exclude-columns plna",
+        1,
+        ["--exclude-columns 'plna'", "'plan'?"],
+        "--exclude-columns",
+    ),
     ("convert {data} {out}/c4 --split-by-partition dya", 1, ["'dya'", "'day'?"], "day"),
     ("convert {data} {out}/c5 --partition-filter dy=1", 1, ["--partition-filter 'dy'"], "day"),
     ("convert {data} {out}/c6 --num-shards -1", 2, ["--num-shards", ">= 0"], None),
@@ -92,7 +97,12 @@ MATRIX = [
     # infer-schema
     ("infer-schema {data} -o {out}/s.pbtxt --label lable", 1, ["'label'?"], "--label takes"),
     ("infer-schema {data} -o {read_only}/s.pbtxt", 1, ["--output", "not writable"], "permis"),
-    ("infer-schema {data} -o {out}/s.pbtxt --curated {garbage}", 1, ["--curated"], "schema.pbtxt"),
+    (
+        "infer-schema {data} -o {out}/s.pbtxt --curated-schema {garbage}",
+        1,
+        ["--curated-schema"],
+        "schema.pbtxt",
+    ),
     ("infer-schema {out}/missing -o {out}/s.pbtxt --label l", 1, ["does not exist"], "path"),
     # show-schema
     ("show-schema {out}/missing.pbtxt", 1, ["missing.pbtxt does not exist"], "check the path"),

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 tf = pytest.importorskip("tensorflow")
 
 from tfx_tabular.conversion import convert, plan  # noqa: E402
+from tfx_tabular.conversion.source_metadata import read_source_metadata  # noqa: E402
 from tfx_tabular.schemas.infer import infer_schema  # noqa: E402
-from tfx_tabular.source import parquet  # noqa: E402
 from tfx_tabular.training import loop  # noqa: E402
 from tfx_tabular.training.config import TrainingConfig  # noqa: E402
 
@@ -48,7 +48,7 @@ def _run(tmp_path, columns: list[str]) -> np.ndarray:
         plan.Splits(buckets=(("train", 1), ("eval", 1))),
         beam_pipeline_args=IN_MEMORY_BEAM,
     )
-    schema = infer_schema(parquet.read_source_metadata(out), label="label")
+    schema = infer_schema(read_source_metadata(out), label="label")
     files = {s: sorted(tf.io.gfile.glob(f"{out}/Split-{s}/*")) for s in ("train", "eval")}
     export = str(tmp_path / "export")
     loop.train(

@@ -84,19 +84,9 @@ def test_second_run_with_unchanged_input_is_cached_and_changed_input_is_not(tmp_
         assert len(m.store.get_artifacts_by_type("Examples")) == 2
 
 
-def test_compute_statistics_still_works_with_a_deprecation_warning():
-    """`compute_statistics` is `compute_example_statistics` now; the old spelling warns."""
-    with pytest.warns(DeprecationWarning, match=r"compute_statistics=.*compute_example_stat") as w:
-        old = ParquetExampleGen(input_base="data", compute_statistics=False)
-    assert w[0].filename == __file__  # the warning names the caller's line
-    new = ParquetExampleGen(input_base="data", compute_example_statistics=False)
-    for component in (old, new):
-        assert component.exec_properties["compute_example_statistics"] == 0
-        assert "statistics" not in component.outputs
-    assert "statistics" in ParquetExampleGen(input_base="data").outputs  # on by default
-    with pytest.raises(TypeError, match="both 'compute_example_statistics' and its deprecated"):
-        ParquetExampleGen(
-            input_base="data", compute_statistics=True, compute_example_statistics=True
-        )
-    with pytest.raises(TypeError, match="unexpected keyword argument 'compute_stats'"):
-        ParquetExampleGen(input_base="data", compute_stats=True)
+def test_compute_example_statistics_turns_the_statistics_output_on_and_off():
+    on = ParquetExampleGen(input_base="data")
+    off = ParquetExampleGen(input_base="data", compute_example_statistics=False)
+    assert "statistics" in on.outputs  # on by default
+    assert off.exec_properties["compute_example_statistics"] == 0
+    assert "statistics" not in off.outputs

@@ -233,27 +233,3 @@ def test_statistics_match_stock_statistics_gen(pipeline_run, split):
     assert list(mine) == list(theirs)  # the same features, in the same order
     for name in mine:
         assert_same_feature(name, mine[name], theirs[name])
-
-
-def test_create_pipelines_previous_spellings_still_work_with_a_deprecation_warning(tmp_path):
-    """`with_statistics` is `with_example_statistics` now and `schema_statistics` is
-    `sample_statistics`; the old spellings build the same pipeline, and warn."""
-    from tfx_tabular.pipelines import create_pipeline
-
-    def components(**kwargs):
-        pipeline = create_pipeline("p", str(tmp_path), str(tmp_path), task="binary", **kwargs)
-        return {c.id: c for c in pipeline.components}
-
-    with pytest.warns(DeprecationWarning, match=r"with_statistics=.*with_example_statistics=") as w:
-        old = components(with_statistics="ours")
-    assert w[0].filename == __file__  # past the lazy `tfx_tabular.pipelines` wrapper too
-    new = components(with_example_statistics="ours")
-    assert list(old) == list(new)
-    assert old["ParquetSchemaGen"].inputs["statistics"].producer_component_id == (
-        "ParquetExampleGen"
-    )
-    with pytest.warns(DeprecationWarning, match=r"schema_statistics=.*sample_statistics="):
-        old = components(schema_statistics=True)
-    assert old["ParquetSchemaGen"].exec_properties["sample_statistics"] == 1
-    with pytest.raises(TypeError, match="both 'with_example_statistics' and its deprecated"):
-        components(with_statistics=True, with_example_statistics=True)

@@ -227,7 +227,7 @@ def test_signal_mid_conversion_discards_it_and_a_rerun_succeeds(
     out = str(tmp_path / "out")
     marker = f"converting-{signum}"
     args = ["convert", many_files, out, "--example-statistics", out + "-s"]
-    slowly = ["--batch-size", "64"]  # small batches: seconds to interrupt the conversion in
+    slowly = ["--read-batch-rows", "64"]  # small batches: seconds to interrupt the conversion in
     proc = _start([*args, *slowly, *beam_args], tmp_path, marker)
     _wait_for(proc, lambda: any(os.path.getsize(f) for f in _staged(out)), "wrote a shard")
     _assert_interrupted(proc, signum, marker, out)
@@ -264,7 +264,7 @@ def test_sigint_during_a_local_pipeline_run_ends_it(many_files, tmp_path):
     converts; the command still exits at once, and the conversion leaves no staging folder."""
     root = str(tmp_path / "root")
     args = ["run", "--data-root", many_files, "--pipeline-root", root, "--train-steps", "10"]
-    proc = _start([*args, "--no-cache"], tmp_path, "run")
+    proc = _start([*args, "--no-enable-cache"], tmp_path, "run")
     staged = os.path.join(root, "**", ".tfx-tabular-incomplete", "*", "*", "*")
     _wait_for(proc, lambda: glob.glob(staged, recursive=True), "started converting")
     code, stderr, seconds = _interrupt(proc, signal.SIGINT)

@@ -170,12 +170,12 @@ def test_a_string_label_trains_multiclass_by_default_and_the_evaluator_follows_t
 
 
 def test_example_statistics_build_the_schema_by_default_and_validate_when_asked(tmp_path):
-    def built(with_statistics):
+    def built(with_example_statistics):
         pipeline = create_pipeline(
             "p",
             str(tmp_path),
             str(tmp_path),
-            with_example_statistics=with_statistics,
+            with_example_statistics=with_example_statistics,
             task="binary",
         )
         return {c.id: c for c in pipeline.components}

@@ -26,7 +26,7 @@ from tfx_tabular.conversion import convert as conversion
 from tfx_tabular.conversion import plan
 from tfx_tabular.runners.worker_pool import start_local_pool
 from tfx_tabular.runners.workers import TIMEOUT_VARIABLE
-from tfx_tabular.source import parquet
+from tfx_tabular.source.dataset import open_dataset
 
 pytestmark = pytest.mark.slow
 
@@ -103,7 +103,7 @@ def _download_split(gcs, prefix: str, name: str, folder) -> list:
 def local_conversion(demo_dataset, tmp_path_factory):
     out = tmp_path_factory.mktemp("portable-local") / "out"
     options = plan.OutputOptions(num_shards=2)
-    conversion.convert(parquet.open_dataset(demo_dataset), str(out), options=options)
+    conversion.convert(open_dataset(demo_dataset), str(out), options=options)
     return str(out)
 
 
@@ -142,7 +142,7 @@ def test_conversion_with_two_workers_of_the_pool(
         out,
         options,
         two_worker_pipeline(pool),
-        statistics_dir=f"gs://{BUCKET}/portable-two-statistics",
+        example_statistics_dir=f"gs://{BUCKET}/portable-two-statistics",
     )
     assert sum(result.rows.values()) == 3000
     assert len(_workers_started(pool)) == before + 2, pool.log.read_text()[-3000:]
@@ -159,7 +159,7 @@ def test_conversion_with_two_workers_of_the_pool(
         local_splits,
         options,
         IN_MEMORY_BEAM,
-        statistics_dir=str(local),
+        example_statistics_dir=str(local),
     )
     for name in ("train", "eval"):
         blob = gcs.blob(f"portable-two-statistics/Split-{name}/FeatureStats.pb")
@@ -215,7 +215,7 @@ def test_statistics_mode_on_the_worker_pool(gcs, pool, data):
 
 def test_statistics_mode_off_the_local_runner_needs_a_shared_temp_location(pool, data):
     from tfx_tabular.schemas.source import schema_of
-    from tfx_tabular.source.parquet import InputError
+    from tfx_tabular.source.errors import InputError
 
     with pytest.raises(InputError, match="--temp_location"):
         schema_of(data, sample_statistics=True, beam_pipeline_args=pool.args)

@@ -82,30 +82,3 @@ def test_schema_from_examples_feeds_stock_example_validator(tmp_path):
         path = os.path.join(anomalies_artifact.uri, f"Split-{split}", "SchemaDiff.pb")
         anomalies.ParseFromString(open(path, "rb").read())
         assert not anomalies.anomaly_info, dict(anomalies.anomaly_info)
-
-
-def test_the_previous_spellings_still_work_with_a_deprecation_warning():
-    """`example_statistics=` is `statistics=` now (stock SchemaGen's name), and the bool
-    `statistics=` is `sample_statistics=`: both still work for one release, and warn."""
-    example_gen = ParquetExampleGen(input_base="data")
-    examples, statistics = example_gen.outputs["examples"], example_gen.outputs["statistics"]
-
-    with pytest.warns(DeprecationWarning, match=r"example_statistics=.*use statistics=") as seen:
-        old = ParquetSchemaGen(examples=examples, example_statistics=statistics)
-    assert seen[0].filename == __file__  # the warning names the caller's line
-    new = ParquetSchemaGen(examples=examples, statistics=statistics)
-    assert old.inputs["statistics"] is new.inputs["statistics"] is statistics
-
-    with pytest.warns(DeprecationWarning, match=r"statistics=.*use sample_statistics="):
-        old = ParquetSchemaGen(examples=examples, statistics=True)
-    assert old.exec_properties["sample_statistics"] == 1 and "statistics" not in old.inputs
-    with pytest.warns(DeprecationWarning):
-        old = ParquetSchemaGen(examples=examples, statistics=False)
-    assert old.exec_properties["sample_statistics"] == 0
-
-    with pytest.raises(TypeError, match="both 'statistics' and its deprecated"):
-        ParquetSchemaGen(examples=examples, statistics=statistics, example_statistics=statistics)
-    with pytest.raises(TypeError, match="both 'sample_statistics' and a bool 'statistics'"):
-        ParquetSchemaGen(examples=examples, statistics=True, sample_statistics=True)
-    with pytest.raises(TypeError, match="unexpected keyword argument 'stats'"):
-        ParquetSchemaGen(examples=examples, stats=True)

@@ -14,8 +14,8 @@ import tensorflow as tf
 from conftest import convert_to_examples
 from tensorflow_metadata.proto.v0 import schema_pb2
 
+from tfx_tabular.conversion.source_metadata import read_source_metadata
 from tfx_tabular.schemas.infer import infer_schema
-from tfx_tabular.source import parquet
 from tfx_tabular.training import loop
 from tfx_tabular.training.config import TrainingConfig
 
@@ -46,7 +46,7 @@ def data(tmp_path_factory):
     pq.write_table(table, root / "data" / "part-0.parquet", row_group_size=300)
     out = str(root / "examples")
     convert_to_examples(str(root / "data"), out, num_shards=2)
-    schema = infer_schema(parquet.read_source_metadata(out))
+    schema = infer_schema(read_source_metadata(out))
     # The classes of a string label, as ParquetSchemaGen's statistics or a curated schema give them.
     color = next(f for f in schema.feature if f.name == "y_color")
     color.string_domain.value.extend(COLORS)

@@ -4,8 +4,10 @@ with SIGKILL mid-training that resumes and ends with the same number of steps.""
 
 import collections
 import json
+import logging
 import os
 import pathlib
+import re
 import signal
 import socket
 import subprocess
@@ -18,9 +20,9 @@ from conftest import convert_to_examples, few_features
 from tfx.utils import io_utils
 
 from tfx_tabular import input_fn
+from tfx_tabular.conversion.source_metadata import read_source_metadata
 from tfx_tabular.demo import criteo
 from tfx_tabular.schemas.infer import infer_schema
-from tfx_tabular.source import parquet
 
 WORKER = str(pathlib.Path(__file__).with_name("train_worker.py"))
 
@@ -32,7 +34,7 @@ def examples(tmp_path_factory):
     out = str(root / "examples")
     convert_to_examples(str(root / "data"), out, num_shards=4)
     schema_path = str(root / "schema.pbtxt")
-    schema = infer_schema(parquet.read_source_metadata(out), label="label")
+    schema = infer_schema(read_source_metadata(out), label="label")
     io_utils.write_pbtxt_file(schema_path, schema)
     io_utils.write_pbtxt_file(_worker_schema(schema_path), few_features(schema))
     return out, schema_path
@@ -308,6 +310,25 @@ def test_the_conversions_columnar_batches_give_the_per_row_tensors(examples):
     assert rows == layout.rows["train"]
 
 
+@pytest.mark.parametrize(
+    "shards, kwargs, expected",
+    [
+        ("all", {}, r"columnar batches: the \d+ columnar files of split eval hold its rows"),
+        ("all", {"columnar_batches": False}, "per-row records: columnar_batches=False"),
+        ("all", {"shuffle_buffer": 1000}, "per-row records: shuffle_buffer=1000 asks for"),
+        ("all", {"batch_size": 500}, "per-row records: batch_size 500 is not a multiple of"),
+        ("some", {}, "per-row records: the files are not all the shards of one split"),
+    ],
+)
+def test_input_fn_logs_which_records_it_reads_and_why(examples, caplog, shards, kwargs, expected):
+    out, schema_path = examples
+    files = sorted(tf.io.gfile.glob(os.path.join(out, "Split-eval", "*")))
+    kwargs = {"batch_size": 512, **kwargs}
+    with caplog.at_level(logging.INFO, logger="tfx_tabular.training.input_fn"):
+        input_fn(files if shards == "all" else files[:-1], schema_path, training=False, **kwargs)
+    assert re.search(f"input_fn reads {expected}", caplog.text), caplog.text
+
+
 def _fit_and_score(train: str, eval_pattern: str, schema, columnar_batches: bool) -> dict:
     """The reference model fitted for two epochs on `train` read with or without columnar
     batches, then scored on the per-row eval split: {"auc", "loss"}."""
@@ -336,7 +357,7 @@ def test_a_model_trained_on_columnar_batches_scores_as_one_trained_per_row(tmp_p
     criteo.write_dataset(str(tmp_path / "data"), 60_000, days=3, files_per_day=2)
     out = str(tmp_path / "examples")
     convert_to_examples(str(tmp_path / "data"), out, num_shards=4)
-    schema = infer_schema(parquet.read_source_metadata(out), label="label")
+    schema = infer_schema(read_source_metadata(out), label="label")
     small = few_features(schema, ["label", *criteo.SIGNAL_COLUMNS])
     train = sorted(tf.io.gfile.glob(os.path.join(out, "Split-train", "*")))
     eval_pattern = os.path.join(out, "Split-eval", "*")

@@ -20,9 +20,9 @@ from tfx_bsl.public import tfxio
 
 from tfx_tabular.components import ParquetExampleGen, ParquetSchemaGen, TabularTrainer
 from tfx_tabular.components.tabular_trainer import user_code
+from tfx_tabular.conversion.source_metadata import read_source_metadata
 from tfx_tabular.demo import criteo
 from tfx_tabular.schemas.infer import infer_schema
-from tfx_tabular.source import parquet
 
 pytestmark = pytest.mark.slow
 HERE = pathlib.Path(__file__).parent
@@ -37,7 +37,7 @@ def examples(tmp_path_factory):
     artifact = standard_artifacts.Examples()
     artifact.uri = out
     artifact.split_names = '["train", "eval"]'
-    return artifact, infer_schema(parquet.read_source_metadata(out), label="label")
+    return artifact, infer_schema(read_source_metadata(out), label="label")
 
 
 def _kinds(batch):

@@ -25,9 +25,9 @@ from tfx.utils import io_utils, json_utils, path_utils, proto_utils
 
 from tfx_tabular.components import TabularTrainer
 from tfx_tabular.components.tabular_trainer import vertex
+from tfx_tabular.conversion.source_metadata import read_source_metadata
 from tfx_tabular.demo import criteo
 from tfx_tabular.schemas.infer import infer_schema
-from tfx_tabular.source import parquet
 
 IMAGE = "us-docker.pkg.dev/example/repo/tfx-tabular:1.0"
 
@@ -133,7 +133,7 @@ def trainer_run(tmp_path, monkeypatch):
     schema.uri = str(tmp_path / "schema")
     io_utils.write_pbtxt_file(
         os.path.join(schema.uri, "schema.pbtxt"),
-        few_features(infer_schema(parquet.read_source_metadata(out), label="label")),
+        few_features(infer_schema(read_source_metadata(out), label="label")),
     )
     model, model_run = standard_artifacts.Model(), standard_artifacts.ModelRun()
     model.uri, model_run.uri = str(tmp_path / "model"), str(tmp_path / "model_run")

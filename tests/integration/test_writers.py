@@ -39,9 +39,11 @@ from tfx_tabular.conversion.plan import (  # noqa: E402
     SourceOptions,
     plan_conversion,
 )
+from tfx_tabular.conversion.source_metadata import SourceMetadata  # noqa: E402
 from tfx_tabular.schemas.infer import UNIT_TAG, infer_schema  # noqa: E402
 from tfx_tabular.schemas.source import schema_of  # noqa: E402
-from tfx_tabular.source.parquet import InputError, open_dataset  # noqa: E402
+from tfx_tabular.source.dataset import open_dataset  # noqa: E402
+from tfx_tabular.source.errors import InputError  # noqa: E402
 
 # Nanoseconds per unit of a time domain the inferred schema declares.
 _NS_PER = {
@@ -172,7 +174,7 @@ def _convert(data: Path, out: str, table_version: Optional[int]) -> schema_pb2.S
         return schema_of(str(data)).schema
     dataset, splits = plan_conversion(str(data), SourceOptions(table_version=table_version))
     convert(dataset, out, splits, OutputOptions(num_shards=2), IN_MEMORY_BEAM)
-    return infer_schema(dataset.source_metadata())
+    return infer_schema(SourceMetadata.of(dataset))
 
 
 def assert_same_as_read_back(

@@ -49,7 +49,11 @@ def _imports(path: pathlib.Path, module: str) -> list[str]:
                     package.split(".")[: len(package.split(".")) - node.level + 1]
                     + ([base] if base else [])
                 )
-            names += [f"{base}.{a.name}" for a in node.names] if base == "tfx_tabular" else [base]
+            # `from tfx_tabular.coders import wire` names the module tfx_tabular.coders.wire.
+            package_import = (
+                base == "tfx_tabular" or base.startswith("tfx_tabular.") and (base.count(".") == 1)
+            )
+            names += [f"{base}.{a.name}" for a in node.names] if package_import else [base]
     return names
 
 
@@ -67,17 +71,29 @@ def test_every_module_belongs_to_a_layer():
     assert not loose, f"modules outside the layers {LAYERS}: {loose}"
 
 
-def test_layers_import_downward_only():
+def _upward_imports(place) -> list[str]:
+    """The imports of a module placed below what it imports: `place` gives a module's (group,
+    position), None where it has none; positions compare within a group."""
     upward = []
     for path, module in _modules():
-        own = _layer(module)
+        own = place(module)
         if own is None:
             continue
         for name in _imports(path, module):
-            target = _layer(name)
-            if target is not None and target > own:
-                upward.append(f"{module} ({LAYERS[own]}) imports {name} ({LAYERS[target]})")
-    assert not upward, "\n".join(upward)
+            target = place(name)
+            if target is not None and target[0] == own[0] and target[1] > own[1]:
+                upward.append(f"{module} imports {name}")
+    return upward
+
+
+def _layer_place(module: str):
+    layer = _layer(module)
+    return None if layer is None else ("layers", layer)
+
+
+def test_layers_import_downward_only():
+    upward = _upward_imports(_layer_place)
+    assert not upward, f"imports from a layer to a later one ({LAYERS}):\n" + "\n".join(upward)
 
 
 def test_core_has_no_tfx_imports():
@@ -174,3 +190,89 @@ def test_the_suite_keeps_temporary_files_under_pytests_folder(tmp_path_factory):
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     )
     assert pathlib.Path(child.stdout.strip()).is_relative_to(base)
+
+
+# Packages split by concern: a module may import the modules listed before it in its package,
+# never one after it, so the general pieces (errors, wire format, options) stay at the bottom.
+MODULE_ORDER = {
+    "source": [
+        "errors",
+        "mapping",
+        "footer",
+        "tables",
+        "filesystems",
+        "listing",
+        "files",
+        "dataset",
+        "reading",
+    ],
+    "coders": ["intrinsics", "wire", "tfrecord", "flatten", "pools", "encoding", "columnar"],
+    "statistics": [
+        "options",
+        "sketches",
+        "quantiles",
+        "histograms",
+        "numeric",
+        "strings",
+        "batch_values",
+        "accumulators",
+        "parts",
+        "render",
+        "precompile",
+    ],
+    "conversion": [
+        "allocator",
+        "source_metadata",
+        "columns",
+        "plan",
+        "staging",
+        "transform",
+        "publish",
+        "convert",
+        "peek",
+    ],
+}
+
+
+def _order_of(module: str):
+    """(package, position) of a module of MODULE_ORDER's packages; None for any other."""
+    parts = module.split(".")
+    if len(parts) < 3 or parts[0] != "tfx_tabular" or parts[1] not in MODULE_ORDER:
+        return None
+    order = MODULE_ORDER[parts[1]]
+    return (parts[1], order.index(parts[2])) if parts[2] in order else None
+
+
+def test_every_module_of_a_split_package_has_its_place():
+    for package, order in MODULE_ORDER.items():
+        present = {p.stem for p in (PACKAGE / package).glob("*.py") if p.stem != "__init__"}
+        assert present == set(order), package
+
+
+def test_modules_of_a_split_package_import_in_its_order():
+    upward = _upward_imports(_order_of)
+    assert not upward, "\n".join(upward)
+
+
+def test_the_order_check_sees_an_upward_import(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("from tfx_tabular.coders import columnar\n")
+    (name,) = _imports(bad, "tfx_tabular.coders.wire")
+    assert _order_of(name)[1] > _order_of("tfx_tabular.coders.wire")[1]
+
+
+PACKAGES = sorted(
+    ".".join(path.parent.relative_to(PACKAGE.parent).parts) for path in PACKAGE.rglob("__init__.py")
+)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_packages_say_what_they_own_and_export(package):
+    import importlib
+
+    module = importlib.import_module(package)
+    assert module.__doc__ and module.__doc__.strip()
+    for name in module.__all__:
+        if not hasattr(module, name):
+            importlib.import_module(f"{package}.{name}")
+        assert hasattr(module, name), f"{package} exports {name!r}, which it lacks"

@@ -1,5 +1,5 @@
-"""tfx_tabular.cli.common: an error's exit code and hint come from its type, one KEY=VALUE parser,
-and the deprecated spellings of flags and commands (parsed as the new ones, with a note)."""
+"""tfx_tabular.cli.common: an error's exit code and hint come from its type, one KEY=VALUE
+parser."""
 
 import argparse
 import json
@@ -17,8 +17,9 @@ from tfx_tabular.conversion.staging import OutputTakenError
 from tfx_tabular.pipelines.compiled_runner import RunError
 from tfx_tabular.pipelines.kubeflow import CompileError
 from tfx_tabular.schemas.infer import LabelError, SchemaError
+from tfx_tabular.source.dataset import open_dataset
+from tfx_tabular.source.errors import ColumnError, InputError, InputNotFoundError
 from tfx_tabular.source.mapping import UnsupportedColumnError
-from tfx_tabular.source.parquet import ColumnError, InputError, InputNotFoundError, open_dataset
 
 
 @pytest.mark.parametrize(
@@ -26,8 +27,8 @@ from tfx_tabular.source.parquet import ColumnError, InputError, InputNotFoundErr
     [
         (InputNotFoundError("input folder x does not exist"), Exit.DATA, common.CHECK_PATH),
         (FileNotFoundError("schema.pbtxt"), Exit.DATA, common.CHECK_PATH),
-        (ColumnError("column 'a' is int64 in f1 but string in f2"), Exit.DATA, "--exclude"),
-        (UnsupportedColumnError("column 'm': type map<...>"), Exit.DATA, "--exclude"),
+        (ColumnError("column 'a' is int64 in f1 but string in f2"), Exit.DATA, "--exclude-columns"),
+        (UnsupportedColumnError("column 'm': type map<...>"), Exit.DATA, "--exclude-columns"),
         (LabelError("label 'y' is not a feature"), Exit.DATA, "--label"),
         (InputError("no Parquet files under x"), Exit.DATA, None),
         (OutputTakenError("another run published first"), Exit.DATA, None),
@@ -80,61 +81,6 @@ def test_one_key_value_parser_for_every_flag():
         common.key_values(["train=a*", "train=b*"], "--split-pattern")
 
 
-@pytest.mark.parametrize(
-    "command, old, new, value",
-    [
-        (["convert", "i", "o"], ["--statistics", "d"], "--example-statistics", "d"),
-        (["infer-schema", "i", "-o", "s"], ["--stats"], "--sample-statistics", True),
-        (
-            ["infer-schema", "i", "-o", "s"],
-            ["--split-statistics", "d"],
-            "--example-statistics",
-            "d",
-        ),
-        (
-            ["run", "--data-root", "d", "--pipeline-root", "r"],
-            ["--with-statistics"],
-            "--with-example-statistics",
-            "ours",
-        ),
-        (["demo"], ["--with-statistics", "stock"], "--with-example-statistics", "stock"),
-    ],
-)
-def test_deprecated_flags_parse_as_the_new_ones_and_leave_a_note(command, old, new, value):
-    args = build_parser().parse_args(command + old)
-    assert getattr(args, new[2:].replace("-", "_")) == value
-    assert getattr(args, common.DEPRECATION_NOTES) == [
-        f"{old[0]} is {new} now; the old spelling goes away in the next release"
-    ]
-    fresh = build_parser().parse_args(command + [new] + old[1:])  # the new spelling: no note
-    assert getattr(fresh, new[2:].replace("-", "_")) == value
-    assert not hasattr(fresh, common.DEPRECATION_NOTES)
-
-
-def test_new_flags_leave_no_note_and_old_ones_stay_out_of_help(capsys):
-    args = build_parser().parse_args(["infer-schema", "i", "-o", "s", "--sample-statistics"])
-    assert args.sample_statistics and not hasattr(args, common.DEPRECATION_NOTES)
-    assert build_parser().parse_args(["demo"]).with_example_statistics == "ours"
-    with pytest.raises(SystemExit):
-        build_parser().parse_args(["infer-schema", "--help"])
-    shown = capsys.readouterr().out
-    assert "--sample-statistics" in shown and "--stats" not in shown
-    assert "--split-statistics" not in shown
-
-
-def test_show_stats_is_show_statistics_with_a_note(capsys):
-    args = build_parser().parse_args(["show-stats", "p", "-o", "o.html"])
-    assert args.func.__name__ == "cmd_show_statistics"
-    common.print_deprecation_notes(args)
-    assert capsys.readouterr().err == (
-        "tfx-tabular: deprecated: show-stats is show-statistics now; the old spelling goes away "
-        "in the next release\n"
-    )
-    args = build_parser().parse_args(["show-stats", "p", "-o", "o.html", "--quiet"])
-    common.print_deprecation_notes(args)
-    assert capsys.readouterr().err == ""
-
-
 def _main(monkeypatch, argv) -> int:
     """The CLI in this process, leaving the environment and warning filters as they were."""
     for name in ("TF_CPP_MIN_LOG_LEVEL", "GRPC_VERBOSITY", "PYTHONWARNINGS", "TF_USE_LEGACY_KERAS"):
@@ -162,9 +108,11 @@ def test_a_column_error_from_the_source_gets_the_exclude_hint(two_types, tmp_pat
 
 def test_real_errors_end_in_their_types_code_and_hint(two_types, tmp_path, monkeypatch, capsys):
     schema = str(tmp_path / "s.pbtxt")
-    assert _main(monkeypatch, ["infer-schema", two_types, "-o", schema, "--exclude", "a"]) == 0
+    assert (
+        _main(monkeypatch, ["infer-schema", two_types, "-o", schema, "--exclude-columns", "a"]) == 0
+    )
     capsys.readouterr()
-    label = ["--exclude", "a", "--label", "Y"]
+    label = ["--exclude-columns", "a", "--label", "Y"]
     assert _main(monkeypatch, ["infer-schema", two_types, "-o", schema, *label]) == 1
     assert capsys.readouterr().err.splitlines() == [
         f"tfx-tabular: error: --label 'Y' is not a column of {two_types}; did you mean 'y'?",
@@ -189,14 +137,14 @@ def test_real_errors_end_in_their_types_code_and_hint(two_types, tmp_path, monke
         ),
         (["--split-buckets", "train=2,train=1"], "--split-buckets train is given twice"),
         (["--split-pattern", "train"], "--split-pattern takes KEY=VALUE, not 'train'"),
-        (["--partition-type", "day"], "--partition-type takes KEY=VALUE, not 'day'"),
+        (["--partition-types", "day"], "--partition-types takes KEY=VALUE, not 'day'"),
     ],
 )
 def test_malformed_key_values_are_usage_errors(
     two_types, tmp_path, monkeypatch, capsys, flags, message
 ):
     out = str(tmp_path / "out")
-    assert _main(monkeypatch, ["convert", two_types, out, "--exclude", "a", *flags]) == 2
+    assert _main(monkeypatch, ["convert", two_types, out, "--exclude-columns", "a", *flags]) == 2
     assert capsys.readouterr().err.splitlines() == [f"tfx-tabular: error: {message}"]
     assert not os.path.exists(out)
 
@@ -228,7 +176,7 @@ def test_the_defaults_flags_need_are_in_their_help(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["run", "--help"])
     shown = " ".join(capsys.readouterr().out.split())
-    assert "--epochs EPOCHS passes over the train split (default: 1)" in shown
+    assert "--epochs N passes over the train split (default: 1)" in shown
     assert "(default: 1024)" in shown and "(default: label)" in shown
     assert "(default: None)" not in shown and "(default: False)" not in shown
 

@@ -1,4 +1,4 @@
-"""tfx_tabular.source.columns: a source's names from its footers, and the check of the names a
+"""tfx_tabular.conversion.columns: a source's names from its footers, and the check of the names a
 command line gives, with a "did you mean" for near misses."""
 
 import pyarrow as pa
@@ -6,9 +6,9 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import convert_to_examples
 
-from tfx_tabular.source import columns
-from tfx_tabular.source.columns import UnknownColumnError
-from tfx_tabular.source.parquet import InputError
+from tfx_tabular.conversion import columns
+from tfx_tabular.conversion.columns import UnknownColumnError
+from tfx_tabular.source.errors import InputError
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,11 @@ def test_names_of_an_examples_folder_are_its_sources(source, tmp_path):
     "flag, name, message",
     [
         ("--label", "label", "--label 'label' is not a column of {}; did you mean 'Label'?"),
-        ("--exclude", "trip_mile", "--exclude 'trip_mile' is not a column of {}; did you mean "),
+        (
+            "--exclude-columns",
+            "trip_mile",
+            "--exclude-columns 'trip_mile' is not a column of {}; did you mean ",
+        ),
         ("--label", "fare", "--label 'fare' is not a column of {}"),
     ],
 )
@@ -59,7 +63,7 @@ def test_a_name_that_is_no_column_fails_naming_the_flag_and_the_closest(
 
 def test_columns_struct_features_and_partition_keys_pass(source):
     names = columns.source_names(source)
-    given = {"--label": ["pickup.lat"], "--exclude": ["trip_miles", "day"]}
+    given = {"--label": ["pickup.lat"], "--exclude-columns": ["trip_miles", "day"]}
     columns.check_names(source, names, given, {"--split-by-partition": ["day"]})
 
 

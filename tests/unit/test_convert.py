@@ -14,8 +14,8 @@ import pytest
 from conftest import HIVE_FILES, IN_MEMORY_BEAM
 
 from tfx_tabular.coders import encoding
+from tfx_tabular.conversion import allocator, publish
 from tfx_tabular.conversion import convert as conversion
-from tfx_tabular.conversion import publish
 from tfx_tabular.conversion.plan import (
     OutputOptions,
     Splits,
@@ -23,7 +23,8 @@ from tfx_tabular.conversion.plan import (
     splits_by_patterns,
 )
 from tfx_tabular.conversion.staging import STAGING_DIR
-from tfx_tabular.source.parquet import InputError, open_dataset
+from tfx_tabular.source.dataset import open_dataset
+from tfx_tabular.source.errors import InputError
 
 tf = pytest.importorskip("tensorflow")
 from tensorflow.core.example import example_pb2  # noqa: E402
@@ -143,7 +144,7 @@ def test_hash_splits_are_deterministic_across_runs_shards_and_workers(demo_datas
     other = run(
         dataset,
         tmp_path / "c",
-        options=OutputOptions(num_shards=5, batch_size=123),
+        options=OutputOptions(num_shards=5, read_batch_rows=123),
         args=["--direct_num_workers=2", "--direct_running_mode=in_memory"],
     )
     assert other.num_shards == 5 and len(split_files(str(tmp_path / "c"), "train")) == 5
@@ -161,7 +162,10 @@ def test_parallel_modes_write_the_same_records(demo_dataset, tmp_path, args):
     dataset = open_dataset(demo_dataset)
     reference = run(dataset, tmp_path / "ref")
     parallel = run(
-        dataset, tmp_path / "par", options=OutputOptions(num_shards=4, batch_size=700), args=args
+        dataset,
+        tmp_path / "par",
+        options=OutputOptions(num_shards=4, read_batch_rows=700),
+        args=args,
     )
     assert parallel.rows == reference.rows and parallel.num_shards == 4
     assert_published(tmp_path / "par", ["train", "eval"])
@@ -171,7 +175,10 @@ def test_parallel_modes_write_the_same_records(demo_dataset, tmp_path, args):
 def test_hash_by_key_columns_keeps_each_key_in_one_split(demo_dataset, tmp_path):
     dataset = open_dataset(demo_dataset)
     result = run(
-        dataset, tmp_path / "out", Splits(keys=("C1",)), OutputOptions(num_shards=3, batch_size=256)
+        dataset,
+        tmp_path / "out",
+        Splits(keys=("C1",)),
+        OutputOptions(num_shards=3, read_batch_rows=256),
     )
     keys = {}
     for split in ("train", "eval"):
@@ -448,15 +455,15 @@ def test_strings_stored_every_way_write_their_values(tmp_path):
             dataset,
             str(out),
             Splits(buckets=(("train", 1),)),
-            OutputOptions(batch_size=700),
+            OutputOptions(read_batch_rows=700),
             IN_MEMORY_BEAM,
-            statistics_dir=str(tmp_path / f"stats-{statistics}") if statistics else None,
+            example_statistics_dir=str(tmp_path / f"stats-{statistics}") if statistics else None,
         )
         assert sorted(read_split(str(out), "train")) == expected
 
 
 def test_freed_batch_buffers_are_kept_for_the_next_batch():
-    assert encoding.reuse_freed_memory()  # glibc here: its mallopt took both settings
+    assert allocator.reuse_freed_memory()  # glibc here: its mallopt took both settings
 
 
 @pytest.mark.parametrize("count", [0, 1, 3, 20])
@@ -481,7 +488,10 @@ def test_the_conversion_config_is_built_from_the_example_gens_parameters():
         {**defaults, "decimal_as": "string", "num_shards": 3, "split_keys": ["id"], "other": 1}
     )
     assert (config.source.decimal_as, config.source.split_keys) == ("string", ("id",))
-    assert (config.output.num_shards, config.output.batch_size) == (3, OutputOptions.batch_size)
+    assert (config.output.num_shards, config.output.read_batch_rows) == (
+        3,
+        OutputOptions.read_batch_rows,
+    )
     fields = {
         f.name for c in (plan.SourceOptions, plan.OutputOptions) for f in dataclasses.fields(c)
     }

@@ -18,7 +18,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from tfx_tabular.coders.encoding import ConversionError, encode
+from tfx_tabular.coders.encoding import encode
+from tfx_tabular.coders.flatten import ConversionError
 from tfx_tabular.source.mapping import UnsupportedColumnError, features_of
 
 tf = pytest.importorskip("tensorflow")
@@ -884,16 +885,16 @@ def test_short_strings_copied_a_word_at_a_time_end_where_they_should(tmp_path, d
 
 
 def test_crc32c_kernels_match_the_standard_check_value_and_each_other():
-    from tfx_tabular.coders import encoding
+    from tfx_tabular.coders import intrinsics, tfrecord
 
     check = np.frombuffer(b"123456789", np.uint8)  # CRC32C("123456789") = 0xE3069283 (RFC 3720)
     data = np.random.default_rng(7).integers(0, 256, 5000).astype(np.uint8)
-    kernels = [encoding._crc32c_table] + ([encoding._crc32c_sse42] if encoding._HAS_SSE42 else [])
+    kernels = [tfrecord.crc32c_table] + ([tfrecord.crc32c_sse42] if intrinsics.HAS_SSE42 else [])
     for kernel in kernels:
-        assert kernel(check, 0, 9, encoding.CRC_TABLES) == 0xE3069283
+        assert kernel(check, 0, 9, tfrecord.CRC_TABLES) == 0xE3069283
         for start, end in [(0, 5000), (3, 4999), (5, 5), (1, 8), (7, 23)]:
-            assert kernel(data, start, end, encoding.CRC_TABLES) == encoding._crc32c_table(
-                data, start, end, encoding.CRC_TABLES
+            assert kernel(data, start, end, tfrecord.CRC_TABLES) == tfrecord.crc32c_table(
+                data, start, end, tfrecord.CRC_TABLES
             )
 
 

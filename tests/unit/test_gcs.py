@@ -3,7 +3,7 @@
 ParquetExampleGen's core reads Parquet through pyarrow's GcsFileSystem (`open_dataset`) and writes
 its shards through Beam's gcsio (`convert`). One variable points both at the emulator, as it
 would for a user: STORAGE_EMULATOR_HOST, which google-cloud-storage (so Beam's gcsio) honours and
-`parquet.resolve_filesystem` passes on to pyarrow. Objects are uploaded and checked with
+`resolve_filesystem` passes on to pyarrow. Objects are uploaded and checked with
 google-cloud-storage's own client, not through the code under test.
 """
 
@@ -19,8 +19,10 @@ from tfx_tabular.coders.columnar import DEFAULT_BATCH_ROWS
 from tfx_tabular.conversion import convert as conversion
 from tfx_tabular.conversion import plan
 from tfx_tabular.conversion.plan import OutputOptions
+from tfx_tabular.conversion.source_metadata import SOURCE_METADATA_FILE
 from tfx_tabular.conversion.staging import PUBLISHED_MARKER
-from tfx_tabular.source.parquet import SOURCE_METADATA_FILE, InputError, open_dataset
+from tfx_tabular.source.dataset import open_dataset
+from tfx_tabular.source.errors import InputError
 
 # A GCS emulator server in another process: not in `make test-fast`.
 pytestmark = pytest.mark.slow

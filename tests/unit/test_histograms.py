@@ -10,14 +10,13 @@ import pytest
 from tensorflow_metadata.proto.v0 import statistics_pb2
 from tfx_bsl.sketches import QuantilesSketch
 
-from tfx_tabular.statistics import engine as statistics
-from tfx_tabular.statistics import histograms
+from tfx_tabular.statistics import histograms, render
 
 INF, NAN = float("inf"), float("nan")
 NUM_QUANTILE_BUCKETS = 1000  # as the statistics read the equi-width histogram off (10 x 100)
 
 
-TFDV = statistics._quantiles_util()  # TFDV's own module, loaded without TensorFlow
+TFDV = render._quantiles_util()  # TFDV's own module, loaded without TensorFlow
 
 
 def _bits(histogram):
@@ -42,7 +41,7 @@ def test_the_comparison_sees_a_sign_of_zero():
         assert_same(zero, negative_zero)
 
 
-# --- Quantiles from tfx_bsl's sketch, as tfx_tabular.statistics.engine (and TFDV) obtain them.
+# --- Quantiles from tfx_bsl's sketch, as tfx_tabular.statistics.render (and TFDV) obtain them.
 
 
 def _integers(rng, size):

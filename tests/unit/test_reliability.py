@@ -84,8 +84,10 @@ from test_convert import assert_published, features, read_split, run
 
 from tfx_tabular.conversion import plan
 from tfx_tabular.conversion.plan import OutputOptions, Splits, splits_by_partition
-from tfx_tabular.source import parquet
-from tfx_tabular.source.parquet import InputError, open_dataset
+from tfx_tabular.conversion.source_metadata import SourceMetadata, read_source_metadata
+from tfx_tabular.source.dataset import open_dataset
+from tfx_tabular.source.errors import InputError
+from tfx_tabular.source.reading import read_batches
 
 tf = pytest.importorskip("tensorflow")
 from tensorflow.core.example import example_pb2  # noqa: E402
@@ -416,9 +418,9 @@ def test_partition_key_that_is_also_a_column_must_agree_with_its_folder(tmp_path
     dataset = open_dataset(str(tmp_path / "in"))
     assert dataset.schema.names == ["id", "day"] and dataset.partition_columns == ("day",)
     first, second = dataset.files
-    assert next(parquet.read_batches(dataset, first, [0], 10)).column(1).to_pylist() == [1]
+    assert next(read_batches(dataset, first, [0], 10)).column(1).to_pylist() == [1]
     with pytest.raises(InputError) as error:
-        next(parquet.read_batches(dataset, second, [0], 10))
+        next(read_batches(dataset, second, [0], 10))
     message = str(error.value)
     assert "b.parquet" in message and "'day'" in message and "day='2'" in message, message
     assert open_dataset(str(tmp_path / "in"), exclude_columns=["day"]).schema.names == ["id"]
@@ -594,7 +596,7 @@ def test_nan_and_infinities_round_trip(tmp_path):
     assert rows[3]["floats"] is None and rows[4]["floats"] == [inf] and rows[1]["floats"] == []
 
     # The footer-inferred schema parses them back, and its domain admits every value.
-    schema = infer_schema(parquet.read_source_metadata(str(out)))
+    schema = infer_schema(read_source_metadata(str(out)))
     domain = {f.name: f.float_domain for f in schema.feature}["f64"]
     assert (domain.min, domain.max) == (-inf, inf)
     records = sorted(read_split(str(out), "all"), key=lambda r: features(r)["id"][0])
@@ -630,7 +632,7 @@ def test_time_of_day_and_duration_columns_round_trip(tmp_path):
     assert [rows[i]["t_ns"] for i in range(3)] == [[1], None, [86_399_999_999_999]]
     assert [rows[i]["d_us"] for i in range(3)] == [[-5], [0], None]
     assert [rows[i]["t_list"] for i in range(3)] == [[1, 2], [], None]
-    schema = infer_schema(parquet.read_source_metadata(str(out)))
+    schema = infer_schema(read_source_metadata(str(out)))
     tags = {f.name: list(f.annotation.tag) for f in schema.feature}
     assert tags["t_s"] == tags["t_ms"] == ["tfx_tabular:unit=ms"]
     assert tags["t_ns"] == ["tfx_tabular:unit=ns"] and tags["d_us"] == ["tfx_tabular:unit=us"]
@@ -647,7 +649,7 @@ def test_uint64_above_int64_max_fails_naming_file_and_column(tmp_path):
     assert_fails_unpublished(dataset, tmp_path / "out", "big.parquet", "'u'", str(INT64_MAX + 2))
     # Schema inference from the same footers: a SchemaError, not protobuf's bare ValueError.
     with pytest.raises(SchemaError, match="'u'"):
-        infer_schema(dataset.source_metadata())
+        infer_schema(SourceMetadata.of(dataset))
     # At the int64 maximum it converts exactly.
     os.remove(tmp_path / "in" / "big.parquet")
     write(
@@ -701,7 +703,7 @@ def test_all_null_columns_of_every_type(tmp_path):
         ), rows[i]  # no kind: absent, never 0 / "" / []
     assert {"st.x", "st.y", "list_of_struct.z", "nested.row_lengths_2"} <= set(rows[0])
 
-    schema = infer_schema(parquet.read_source_metadata(str(out)))
+    schema = infer_schema(read_source_metadata(str(out)))
     by_name = {f.name: f for f in schema.feature}
     # The footers prove these never have a value: TFDV infers min_count 0 for such a feature, and
     # with min_count 1 ExampleValidator reports "Column dropped" on the very data the schema came
@@ -812,7 +814,7 @@ def test_five_level_lists_with_nulls_and_empties(tmp_path):
         values, lengths = _levels(source)
         assert [rows[i][name] for name in names] == [values] + lengths, i
 
-    schema = infer_schema(parquet.read_source_metadata(str(out)))
+    schema = infer_schema(read_source_metadata(str(out)))
     ragged = schema.tensor_representation_group[""].tensor_representation["deep"].ragged_tensor
     assert [p.row_length for p in ragged.partition] == [
         f"deep.row_lengths_{k}" for k in range(1, 5)
@@ -846,8 +848,8 @@ def test_label_missing_from_some_files_is_not_treated_as_present(tmp_path):
     out = tmp_path / "out"
     convert_all(base, out)
     for summary in (
-        parquet.read_source_metadata(str(out)),
-        open_dataset(str(base)).source_metadata(),
+        read_source_metadata(str(out)),
+        SourceMetadata.of(open_dataset(str(base))),
     ):
         schema = infer_schema(summary, label="label")
         label = {f.name: f for f in schema.feature}["label"]
@@ -865,7 +867,7 @@ def test_label_missing_from_some_files_is_not_treated_as_present(tmp_path):
         tmp_path / "nulls" / "a.parquet", pa.table({"id": [0, 1], "label": pa.nulls(2, pa.int64())})
     )
     with pytest.raises(SchemaError, match="'label'"):
-        infer_schema(open_dataset(str(tmp_path / "nulls")).source_metadata(), label="label")
+        infer_schema(SourceMetadata.of(open_dataset(str(tmp_path / "nulls"))), label="label")
     # A label declared required in one file and missing from another.
     required = pa.schema(
         [pa.field("id", pa.int64()), pa.field("label", pa.int64(), nullable=False)]
@@ -881,7 +883,7 @@ def test_overlay_tensor_representations_of_unknown_features_fail(tmp_path):
         tmp_path / "in" / "part.parquet",
         pa.table({"id": [0], "nested": pa.array([[[1]]], pa.list_(pa.list_(pa.int64())))}),
     )
-    inferred = infer_schema(open_dataset(str(tmp_path / "in")).source_metadata())
+    inferred = infer_schema(SourceMetadata.of(open_dataset(str(tmp_path / "in"))))
     dense = schema_pb2.Schema()
     reps = dense.tensor_representation_group[""].tensor_representation
     reps["x"].dense_tensor.column_name = "idd"

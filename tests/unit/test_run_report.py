@@ -11,16 +11,19 @@ from tfx_tabular.pipelines.run_report import format_run_report
 @pytest.mark.parametrize(
     "page, link",
     [
-        ("out/demo/pipeline/statistics.html", "file://" + os.path.abspath("out/demo/pipeline")),
-        ("gs://bucket/root/statistics.html", "gs://bucket/root"),
+        (
+            "out/demo/pipeline/example_statistics.html",
+            "file://" + os.path.abspath("out/demo/pipeline"),
+        ),
+        ("gs://bucket/root/example_statistics.html", "gs://bucket/root"),
     ],
 )
 def test_the_summary_links_the_statistics_facets_page(page, link):
     statistics = {"uri": "/root/ParquetExampleGen/statistics/1", "facets": page}
     report = dict.fromkeys(("examples", "schema", "training", "model"), None)
-    lines = format_run_report({**report, "statistics": statistics}, "demo")
-    assert "Statistics  /root/ParquetExampleGen/statistics/1" in lines
-    assert f"  Facets Overview: {link}/statistics.html" in lines
+    lines = format_run_report({**report, "example_statistics": statistics}, "demo")
+    assert "Example statistics  /root/ParquetExampleGen/statistics/1" in lines
+    assert f"  Facets Overview: {link}/example_statistics.html" in lines
 
 
 def test_the_demo_computes_statistics_and_run_asks_for_them():
@@ -34,7 +37,10 @@ def test_the_demo_computes_statistics_and_run_asks_for_them():
 
 
 def _report(**sections):
-    return {**dict.fromkeys(("examples", "statistics", "schema", "training", "model")), **sections}
+    return {
+        **dict.fromkeys(("examples", "example_statistics", "schema", "training", "model")),
+        **sections,
+    }
 
 
 def test_the_summary_shows_the_demos_learned_auc_beside_its_ceiling():

@@ -17,8 +17,8 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 
 from tfx_tabular import feature_spec
 from tfx_tabular.conversion import convert, plan
+from tfx_tabular.conversion.source_metadata import read_source_metadata
 from tfx_tabular.schemas.infer import SchemaError, infer_schema, overlay
-from tfx_tabular.source import parquet
 
 UTC = datetime.timezone.utc
 
@@ -112,7 +112,7 @@ def converted(tmp_path_factory):
     convert.convert(
         dataset, out, plan.Splits(buckets=(("all", 1),)), beam_pipeline_args=IN_MEMORY_BEAM
     )
-    schema = infer_schema(parquet.read_source_metadata(out), label="i64_required")
+    schema = infer_schema(read_source_metadata(out), label="i64_required")
     records = list(tf.data.TFRecordDataset(glob.glob(out + "/Split-all/*")))
     # One shard, one batch: rows keep their order.
     return schema, tf.io.parse_example(tf.stack(records), feature_spec(schema))
@@ -198,7 +198,11 @@ def string_label_conversion(tmp_path_factory):
     dataset, splits = plan.plan_conversion(str(root / "data"))
     examples, statistics = str(root / "examples"), str(root / "statistics")
     convert.convert(
-        dataset, examples, splits, beam_pipeline_args=IN_MEMORY_BEAM, statistics_dir=statistics
+        dataset,
+        examples,
+        splits,
+        beam_pipeline_args=IN_MEMORY_BEAM,
+        example_statistics_dir=statistics,
     )
     return examples, statistics
 
@@ -214,7 +218,9 @@ def test_a_string_labels_classes_come_from_the_example_statistics(string_label_c
     task = task_of(schema, "plan")
     assert (task.kind, task.vocabulary) == (MULTICLASS, ("basic", "family", "pro"))
     # More values than the vocabulary may hold: no domain, rather than a partial one.
-    capped = schema_of(examples, label="city", example_statistics=statistics, max_vocabulary=39)
+    capped = schema_of(
+        examples, label="city", example_statistics=statistics, max_vocabulary_size=39
+    )
     assert not next(f for f in capped.schema.feature if f.name == "city").HasField("string_domain")
 
 

@@ -105,10 +105,10 @@ UNSAFE_CALLS = {
     "torch.load",
     "shelve.open",
 }
-# Beam ships DoFns between workers as pickles by design; parquet restores the DoFn's file
+# Beam ships DoFns between workers as pickles by design; source.files restores the DoFn's file
 # descriptions (built from footers by this process) the same way, faster. Pipeline state, never
 # the contents of a data file.
-PIPELINE_STATE_PICKLES = {("source/parquet.py", "pickle.loads")}
+PIPELINE_STATE_PICKLES = {("source/files.py", "pickle.loads")}
 # The only places that import code by a name not written in our source: the lazy-import tables
 # (constant names) and the Trainer's model_fn / run_fn / module_file, which the user configures.
 CODE_LOADERS = {"importlib.import_module", "import_utils.import_func_from_source"}

@@ -11,9 +11,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from tfx_tabular.conversion.plan import splits_by_partition
+from tfx_tabular.conversion.source_metadata import SourceMetadata
 from tfx_tabular.schemas.infer import infer_schema
-from tfx_tabular.source import footer, parquet, tables
-from tfx_tabular.source.parquet import ColumnError, InputError, open_dataset
+from tfx_tabular.source import footer, tables
+from tfx_tabular.source.dataset import open_dataset, partition_value
+from tfx_tabular.source.errors import ColumnError, InputError
+from tfx_tabular.source.files import ParquetFileInfo, _footer_bytes
+from tfx_tabular.source.reading import read_batches
 
 
 def _write(path, table: pa.Table) -> None:
@@ -27,20 +31,20 @@ def test_null_partition_marker_is_a_null_value_and_makes_the_feature_optional(tm
     dataset = open_dataset(str(tmp_path))
     assert dataset.schema.field("day").type == pa.int64()  # the null does not make it text
     by_file = {
-        f.relative: next(parquet.read_batches(dataset, f, [0], 10)).column(1).to_pylist()
+        f.relative: next(read_batches(dataset, f, [0], 10)).column(1).to_pylist()
         for f in dataset.files
     }
     assert by_file == {
         "day=3/a.parquet": [3, 3],
         "day=__HIVE_DEFAULT_PARTITION__/b.parquet": [None],
     }
-    metadata = dataset.source_metadata()
+    metadata = SourceMetadata.of(dataset)
     assert metadata.column_stats["day"].null_count == 1
     day = next(f for f in infer_schema(metadata).feature if f.name == "day")
     assert not day.HasField("presence") and not day.HasField("shape")
     always = next(
         f
-        for f in infer_schema(open_dataset(str(tmp_path / "day=3")).source_metadata()).feature
+        for f in infer_schema(SourceMetadata.of(open_dataset(str(tmp_path / "day=3")))).feature
         if f.name == "id"
     )
     assert always.presence.min_fraction == 1.0
@@ -68,14 +72,14 @@ def test_null_partition_marker_is_a_null_value_and_makes_the_feature_optional(tm
     ],
 )
 def test_partition_values_take_the_type_a_table_or_a_file_gives_the_column(text, arrow_type, value):
-    info = parquet.ParquetFileInfo("f.parquet", "f.parquet", (), 0, (), pa.schema([]), 0, 0)
-    assert parquet.partition_value(info, "k", text, arrow_type).to_pylist() == [value]
+    info = ParquetFileInfo("f.parquet", "f.parquet", (), 0, (), pa.schema([]), 0, 0)
+    assert partition_value(info, "k", text, arrow_type).to_pylist() == [value]
 
 
 def test_partition_value_the_column_type_cannot_hold_names_file_and_column():
-    info = parquet.ParquetFileInfo("d/f.parquet", "f.parquet", (), 0, (), pa.schema([]), 0, 0)
+    info = ParquetFileInfo("d/f.parquet", "f.parquet", (), 0, (), pa.schema([]), 0, 0)
     with pytest.raises(ColumnError, match=r"d/f.parquet: partition value k='x y' is not a int64"):
-        parquet.partition_value(info, "k", "x y", pa.int64())
+        partition_value(info, "k", "x y", pa.int64())
 
 
 def test_a_plain_folder_is_no_table_and_takes_no_table_version(tmp_path):
@@ -124,7 +128,7 @@ def test_footer_walk_reads_every_schema_element_of_a_real_footer(tmp_path):
     )
     _write(tmp_path / "a.parquet", table)
     with pafs.LocalFileSystem().open_input_file(str(tmp_path / "a.parquet")) as handle:
-        raw = parquet._footer_bytes(handle)
+        raw = _footer_bytes(handle)
     reader = footer._Reader(raw)
     ids = []
     for field, kind in reader.fields():

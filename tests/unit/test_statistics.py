@@ -1,4 +1,4 @@
-"""tfx_tabular.statistics.engine: exact where TFDV is exact, within the stated bounds where sketched,
+"""tfx_tabular.statistics: exact where TFDV is exact, within the stated bounds where sketched,
 mergeable in any batching, deterministic, and readable by TFDV's loaders and visualization."""
 
 import glob
@@ -10,10 +10,12 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import IN_MEMORY_BEAM
 
-from tfx_tabular.coders import encoding
+from tfx_tabular import statistics
+from tfx_tabular.coders import encoding, flatten
+from tfx_tabular.coders.pools import PooledColumns
 from tfx_tabular.conversion import convert, plan, transform
 from tfx_tabular.source.mapping import features_of
-from tfx_tabular.statistics import engine as statistics
+from tfx_tabular.statistics import options
 from tfx_tabular.statistics import quantiles as kll
 
 
@@ -23,12 +25,12 @@ def split_statistics(table: pa.Table, batch_rows: int, parts: int = 1):
     features = features_of(table.schema)
     accumulators = [statistics.SplitStatistics(features) for _ in range(parts)]
     for batch in table.to_batches(max_chunksize=batch_rows):
-        columns = encoding.feature_columns(batch, features)
-        pooled = encoding.PooledColumns(columns)
+        columns = flatten.feature_columns(batch, features)
+        pooled = PooledColumns(columns)
         statistics.add_batch(accumulators, columns, pooled, np.arange(batch.num_rows) % parts)
     merged = statistics.SplitStatistics()
     for accumulator in accumulators:
-        merged.merge(statistics.SplitStatistics.from_bytes(accumulator.to_bytes()))  # as shipped
+        merged.merge(statistics.decode_part(statistics.encode_part(accumulator)))  # as shipped
     return merged
 
 
@@ -41,18 +43,18 @@ def test_constants_are_tfdvs():
     from tensorflow_data_validation import constants
     from tensorflow_data_validation.statistics.generators import basic_stats_generator
 
-    options = tfdv.StatsOptions()
-    assert statistics.NUM_TOP_VALUES == options.num_top_values
-    assert statistics.NUM_RANK_HISTOGRAM_BUCKETS == options.num_rank_histogram_buckets
-    assert statistics.NUM_VALUES_HISTOGRAM_BUCKETS == options.num_values_histogram_buckets
-    assert statistics.NUM_HISTOGRAM_BUCKETS == options.num_histogram_buckets
-    assert statistics.NUM_QUANTILES_HISTOGRAM_BUCKETS == options.num_quantiles_histogram_buckets
-    assert statistics.QUANTILES_EPSILON == options.epsilon
-    assert statistics.FREQUENCY_THRESHOLD == options.frequency_threshold
-    assert statistics.NON_UTF8_PLACEHOLDER == constants.NON_UTF8_PLACEHOLDER
-    assert statistics.LARGE_BYTES_PLACEHOLDER == constants.LARGE_BYTES_PLACEHOLDER
+    stock = tfdv.StatsOptions()
+    assert options.NUM_TOP_VALUES == stock.num_top_values
+    assert options.NUM_RANK_HISTOGRAM_BUCKETS == stock.num_rank_histogram_buckets
+    assert options.NUM_VALUES_HISTOGRAM_BUCKETS == stock.num_values_histogram_buckets
+    assert options.NUM_HISTOGRAM_BUCKETS == stock.num_histogram_buckets
+    assert options.NUM_QUANTILES_HISTOGRAM_BUCKETS == stock.num_quantiles_histogram_buckets
+    assert options.QUANTILES_EPSILON == stock.epsilon
+    assert options.FREQUENCY_THRESHOLD == stock.frequency_threshold
+    assert options.NON_UTF8_PLACEHOLDER == constants.NON_UTF8_PLACEHOLDER
+    assert options.LARGE_BYTES_PLACEHOLDER == constants.LARGE_BYTES_PLACEHOLDER
     assert (
-        statistics._STD_HISTOGRAM_QUANTILES_FACTOR
+        options.STD_HISTOGRAM_QUANTILES_FACTOR
         == basic_stats_generator._NUM_QUANTILES_FACTOR_FOR_STD_HISTOGRAM
     )
 
@@ -143,13 +145,13 @@ def test_parts_of_other_features_merge_as_their_features():
     ]
     merged = statistics.SplitStatistics()
     for part in parts:
-        merged.merge(statistics.SplitStatistics.from_bytes(part.to_bytes()))
+        merged.merge(statistics.decode_part(statistics.encode_part(part)))
     got = by_name(statistics.statistics_list(merged))
     whole = by_name(statistics.statistics_list(split_statistics(narrow, 1000, parts=2)))
     # Folded into an accumulator that has blocks of its own, then shipped as a part: kept.
     accumulator = statistics.SplitStatistics(features_of(wide.schema))
-    accumulator.merge(statistics.SplitStatistics.from_bytes(parts[1].to_bytes()))
-    shipped = statistics.SplitStatistics.from_bytes(accumulator.to_bytes())
+    accumulator.merge(statistics.decode_part(statistics.encode_part(parts[1])))
+    shipped = statistics.decode_part(statistics.encode_part(accumulator))
     assert_same_exact_fields(
         by_name(statistics.statistics_list(shipped))["x"].num_stats,
         by_name(statistics.statistics_list(parts[1]))["x"].num_stats,
@@ -251,9 +253,9 @@ def test_conversion_statistics_are_deterministic_and_load_in_tfdv(hive_dataset, 
             dataset,
             str(tmp_path / run / "examples"),
             splits,
-            plan.OutputOptions(num_shards=3, batch_size=50),
+            plan.OutputOptions(num_shards=3, read_batch_rows=50),
             beam_args,
-            statistics_dir=str(tmp_path / run / "statistics"),
+            example_statistics_dir=str(tmp_path / run / "statistics"),
         )
         left = glob.glob(
             str(tmp_path / run / "**" / transform.STATISTICS_PARTS_DIR), recursive=True
@@ -290,7 +292,7 @@ def test_conversion_without_statistics_writes_none(tmp_path):
     result = convert.convert(
         dataset, str(tmp_path / "out"), splits, beam_pipeline_args=IN_MEMORY_BEAM
     )
-    assert result.statistics_dir is None
+    assert result.example_statistics_dir is None
     assert not glob.glob(str(tmp_path / "out" / "**" / "FeatureStats.pb"), recursive=True)
 
 
@@ -390,9 +392,9 @@ def test_scalar_strings_block_gives_the_general_paths_statistics(monkeypatch):
         accumulators = [statistics.SplitStatistics(features) for _ in range(3)]
         start = 0
         for batch in table.to_batches(max_chunksize=700):
-            columns = encoding.feature_columns(batch, features)
+            columns = flatten.feature_columns(batch, features)
             ids = split_ids[start : start + batch.num_rows]
-            statistics.add_batch(accumulators, columns, encoding.PooledColumns(columns), ids)
+            statistics.add_batch(accumulators, columns, PooledColumns(columns), ids)
             start += batch.num_rows
         return [statistics.serialized_statistics_list(a) for a in accumulators]
 

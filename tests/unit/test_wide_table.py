@@ -14,7 +14,8 @@ from conftest import IN_MEMORY_BEAM
 
 from tfx_tabular.coders import columnar
 from tfx_tabular.conversion import convert, plan
-from tfx_tabular.source import parquet
+from tfx_tabular.source import reading
+from tfx_tabular.source.dataset import open_dataset
 from tfx_tabular.statistics import quantiles
 
 ROWS = 1_200  # below a quantiles sketch's store: exact statistics whatever the batches
@@ -49,7 +50,7 @@ def test_row_bytes_come_from_the_footers_uncompressed_column_sizes(tmp_path):
         }
     )
     pq.write_table(table, tmp_path / "f.parquet")
-    (info,) = parquet.open_dataset(str(tmp_path)).files
+    (info,) = open_dataset(str(tmp_path)).files
     metadata = pq.ParquetFile(tmp_path / "f.parquet").metadata
     group = metadata.row_group(0)
     leaves = {
@@ -60,52 +61,54 @@ def test_row_bytes_come_from_the_footers_uncompressed_column_sizes(tmp_path):
     assert sizes["n"] == leaves["n"]
     assert sizes["s"] == sum(v for k, v in leaves.items() if k.startswith("s."))
     assert sizes["l"] == sum(v for k, v in leaves.items() if k.startswith("l."))
-    assert parquet.row_bytes(info) == pytest.approx(sum(leaves.values()) / 1000)
-    narrowed = parquet.open_dataset(str(tmp_path), columns=["n"]).files[0]
-    assert parquet.row_bytes(narrowed) == pytest.approx(leaves["n"] / 1000)
+    assert reading.row_bytes(info) == pytest.approx(sum(leaves.values()) / 1000)
+    narrowed = open_dataset(str(tmp_path), columns=["n"]).files[0]
+    assert reading.row_bytes(narrowed) == pytest.approx(leaves["n"] / 1000)
 
 
 def test_the_byte_budget_bites_on_wide_rows_only(wide_dataset, demo_dataset):
-    wide = parquet.open_dataset(wide_dataset).files[0]
-    assert parquet.rows_for_bytes(wide, 256 << 10, 8192) < ROWS
-    assert parquet.rows_for_bytes(wide, 1, 8192) == 1
-    for info in parquet.open_dataset(demo_dataset).files:  # Criteo-shaped rows: unchanged
-        assert parquet.rows_for_bytes(info, plan.DEFAULT_BATCH_BYTES, 65_536) == 65_536
+    wide = open_dataset(wide_dataset).files[0]
+    assert reading.rows_for_bytes(wide, 256 << 10, 8192) < ROWS
+    assert reading.rows_for_bytes(wide, 1, 8192) == 1
+    for info in open_dataset(demo_dataset).files:  # Criteo-shaped rows: unchanged
+        assert reading.rows_for_bytes(info, plan.DEFAULT_READ_BATCH_BYTES, 65_536) == 65_536
 
 
 def test_columnar_records_are_cut_to_whole_slices_of_the_budget(wide_dataset, demo_dataset):
-    wide = parquet.open_dataset(wide_dataset)
+    wide = open_dataset(wide_dataset)
     on = plan.OutputOptions(columnar_batch_rows=columnar.DEFAULT_BATCH_ROWS)
-    sized = plan.sized_for(dataclasses.replace(on, batch_bytes=1 << 20), wide)
+    sized = plan.sized_for(dataclasses.replace(on, read_batch_bytes=1 << 20), wide)
     assert sized.columnar_batch_rows % columnar.SLICE_ROWS == 0
     assert columnar.SLICE_ROWS <= sized.columnar_batch_rows < columnar.DEFAULT_BATCH_ROWS
-    off = plan.OutputOptions(columnar_batch_rows=0, batch_bytes=1)
+    off = plan.OutputOptions(columnar_batch_rows=0, read_batch_bytes=1)
     assert plan.sized_for(off, wide).columnar_batch_rows == 0
-    assert plan.sized_for(on, parquet.open_dataset(demo_dataset)) == on
+    assert plan.sized_for(on, open_dataset(demo_dataset)) == on
 
 
-def test_batch_bytes_must_be_positive_and_is_a_parameter():
-    with pytest.raises(ValueError, match="batch_bytes must be positive, not 0"):
-        plan.OutputOptions(batch_bytes=0)
-    config = plan.ConversionConfig.from_parameters({"batch_bytes": 12345})
-    assert config.output.batch_bytes == 12345
+def test_read_batch_bytes_must_be_positive_and_is_a_parameter():
+    with pytest.raises(ValueError, match="read_batch_bytes must be positive, not 0"):
+        plan.OutputOptions(read_batch_bytes=0)
+    config = plan.ConversionConfig.from_parameters({"read_batch_bytes": 12345})
+    assert config.output.read_batch_bytes == 12345
     from tfx_tabular.components.parquet_example_gen import spec
 
-    assert spec.PARAMETERS["batch_bytes"].default == plan.OutputOptions.batch_bytes
+    assert spec.PARAMETERS["read_batch_bytes"].default == plan.OutputOptions.read_batch_bytes
 
 
 def test_small_byte_budgets_write_the_same_records_and_statistics(wide_dataset, tmp_path):
     dataset, splits = plan.plan_conversion(wide_dataset)
     outputs = {}
-    for budget in (plan.DEFAULT_BATCH_BYTES, 200_000):
+    for budget in (plan.DEFAULT_READ_BATCH_BYTES, 200_000):
         out = tmp_path / str(budget)
         result = convert.convert(
             dataset,
             str(out / "examples"),
             splits,
-            plan.OutputOptions(columnar_batch_rows=columnar.DEFAULT_BATCH_ROWS, batch_bytes=budget),
+            plan.OutputOptions(
+                columnar_batch_rows=columnar.DEFAULT_BATCH_ROWS, read_batch_bytes=budget
+            ),
             beam_pipeline_args=IN_MEMORY_BEAM,
-            statistics_dir=str(out / "statistics"),
+            example_statistics_dir=str(out / "statistics"),
         )
         records = {}
         for path in sorted(glob.glob(str(out / "examples" / "Split-*" / "data_tfrecord-*"))):
@@ -222,7 +225,7 @@ def varied_table(rows: int) -> pa.Table:
 
 def read_all(dataset, info, batch_size: int) -> tuple[pa.Table, list[int]]:
     groups = list(range(len(info.row_group_rows)))
-    batches = list(parquet.read_batches(dataset, info, groups, batch_size, True))
+    batches = list(reading.read_batches(dataset, info, groups, batch_size, True))
     return pa.Table.from_batches(batches), [b.num_rows for b in batches]
 
 
@@ -230,12 +233,12 @@ def test_whole_row_groups_read_as_the_streaming_reader_reads_them(tmp_path, monk
     folder = tmp_path / "day=2024-01-02"
     folder.mkdir()
     pq.write_table(varied_table(5_000), folder / "part-0.parquet", row_group_size=1_500)
-    dataset = parquet.open_dataset(str(tmp_path))
+    dataset = open_dataset(str(tmp_path))
     (info,) = dataset.files
     streamed, _ = read_all(dataset, info, 700)
-    monkeypatch.setattr(parquet, "_WHOLE_ROW_GROUP_BYTES", 0)
-    monkeypatch.setattr(parquet, "_COLUMN_SLICE", 4)  # two slices of the 7 columns
-    assert parquet._reads_whole_row_groups(info, info.schema.names)
+    monkeypatch.setattr(reading, "_WHOLE_ROW_GROUP_BYTES", 0)
+    monkeypatch.setattr(reading, "_COLUMN_SLICE", 4)  # two slices of the 7 columns
+    assert reading._reads_whole_row_groups(info, info.schema.names)
     whole, sizes = read_all(dataset, info, 700)
     assert whole.equals(streamed)
     assert pa.types.is_dictionary(whole.schema.field("s").type)  # the strings' codes kept
@@ -255,14 +258,14 @@ def test_doubles_read_as_float32_round_as_numpy_and_partitions_stay(tmp_path, mo
         {"d": pa.array(values, mask=rng.random(3_000) < 0.1), "x": pa.array([0.1] * 3_000)}
     )
     pq.write_table(table, folder / "part-0.parquet", row_group_size=1_000)
-    dataset = parquet.open_dataset(str(tmp_path))
+    dataset = open_dataset(str(tmp_path))
     (info,) = dataset.files
     if whole:
-        monkeypatch.setattr(parquet, "_WHOLE_ROW_GROUP_BYTES", 0)
-        monkeypatch.setattr(parquet, "_PAGE_BYTES", 1 << 30)
-    assert parquet._reads_whole_row_groups(info, ["d", "x"]) is whole
+        monkeypatch.setattr(reading, "_WHOLE_ROW_GROUP_BYTES", 0)
+        monkeypatch.setattr(reading, "_PAGE_BYTES", 1 << 30)
+    assert reading._reads_whole_row_groups(info, ["d", "x"]) is whole
     groups = list(range(len(info.row_group_rows)))
-    read = pa.Table.from_batches(parquet.read_batches(dataset, info, groups, 700, narrow=True))
+    read = pa.Table.from_batches(reading.read_batches(dataset, info, groups, 700, narrow=True))
     assert read.schema.field("d").type == pa.float32()
     assert read.schema.field("x").type == pa.float64()
     got = read.column("d").combine_chunks()
@@ -285,12 +288,12 @@ def test_whole_row_groups_hold_int64_as_int32_where_every_value_fits(tmp_path, m
         tmp_path / "part-0.parquet",
         row_group_size=1_000,
     )
-    dataset = parquet.open_dataset(str(tmp_path))
+    dataset = open_dataset(str(tmp_path))
     (info,) = dataset.files
-    streamed = list(parquet.read_batches(dataset, info, [0, 1, 2], 1_000, narrow=True))
-    monkeypatch.setattr(parquet, "_WHOLE_ROW_GROUP_BYTES", 0)
-    monkeypatch.setattr(parquet, "_PAGE_BYTES", 1 << 30)
-    whole = list(parquet.read_batches(dataset, info, [0, 1, 2], 1_000, narrow=True))
+    streamed = list(reading.read_batches(dataset, info, [0, 1, 2], 1_000, narrow=True))
+    monkeypatch.setattr(reading, "_WHOLE_ROW_GROUP_BYTES", 0)
+    monkeypatch.setattr(reading, "_PAGE_BYTES", 1 << 30)
+    whole = list(reading.read_batches(dataset, info, [0, 1, 2], 1_000, narrow=True))
     assert [b.schema.field("n").type for b in streamed] == [pa.int64()] * 3
     assert [b.schema.field("n").type for b in whole] == [pa.int32(), pa.int32(), pa.int64()]
     for got in (streamed, whole):
@@ -303,11 +306,11 @@ def test_only_large_row_groups_of_page_sized_chunks_are_read_whole(tmp_path):
     pq.write_table(wide, tmp_path / "wide.parquet", use_dictionary=False, compression="none")
     narrow = pa.table({"c": pa.array(np.arange(10_000_000, dtype=np.int64))})
     pq.write_table(narrow, tmp_path / "narrow.parquet", compression="none")
-    files = {os.path.basename(f.path): f for f in parquet.open_dataset(str(tmp_path)).files}
+    files = {os.path.basename(f.path): f for f in open_dataset(str(tmp_path)).files}
     # 2,000 chunks of 36 kB: 72 MB, above _WHOLE_ROW_GROUP_BYTES; one chunk of 80 MB: pages
-    assert parquet._reads_whole_row_groups(files["wide.parquet"], wide.column_names)
-    assert not parquet._reads_whole_row_groups(files["wide.parquet"], wide.column_names[:100])
-    assert not parquet._reads_whole_row_groups(files["narrow.parquet"], ["c"])
+    assert reading._reads_whole_row_groups(files["wide.parquet"], wide.column_names)
+    assert not reading._reads_whole_row_groups(files["wide.parquet"], wide.column_names[:100])
+    assert not reading._reads_whole_row_groups(files["narrow.parquet"], ["c"])
 
 
 def test_row_groups_read_whole_convert_to_the_same_records_and_statistics(
@@ -323,7 +326,7 @@ def test_row_groups_read_whole_convert_to_the_same_records_and_statistics(
             str(out / "examples"),
             splits,
             plan.OutputOptions(),
-            statistics_dir=str(out / "statistics"),
+            example_statistics_dir=str(out / "statistics"),
             beam_pipeline_args=IN_MEMORY_BEAM,
         )
         paths = sorted(
@@ -334,6 +337,6 @@ def test_row_groups_read_whole_convert_to_the_same_records_and_statistics(
 
     streamed = outputs("streamed")
     assert len([p for p in streamed if p.endswith("FeatureStats.pb")]) == len(splits.names)
-    monkeypatch.setattr(parquet, "_WHOLE_ROW_GROUP_BYTES", 0)
-    assert parquet._reads_whole_row_groups(dataset.files[0], dataset.schema.names)
+    monkeypatch.setattr(reading, "_WHOLE_ROW_GROUP_BYTES", 0)
+    assert reading._reads_whole_row_groups(dataset.files[0], dataset.schema.names)
     assert outputs("whole") == streamed

@@ -2,11 +2,11 @@
 tests/integration/test_portable_runner.py)."""
 
 import socket
-import time
 
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from tfx_tabular.runners import workers
 from tfx_tabular.runners.workers import TIMEOUT_VARIABLE, WorkerStartError, check_sdk_workers
 
 
@@ -36,18 +36,21 @@ def _closed_port() -> int:
         ["--runner=DataflowRunner", "--environment_type=DOCKER"],
     ],
 )
-def test_other_environments_are_not_probed(args):
-    start = time.monotonic()
+def test_other_environments_are_not_probed(args, monkeypatch):
+    def probed(*_):
+        raise AssertionError("probed")
+
+    monkeypatch.setattr(workers, "_handshake", probed)
+    monkeypatch.setattr(workers, "_probe_pipeline", probed)
     check_sdk_workers(PipelineOptions(args))
-    assert time.monotonic() - start < 0.5
 
 
-def test_no_pool_at_the_address_fails_at_once():
+def test_no_pool_at_the_address_fails_without_waiting_for_a_worker(monkeypatch):
+    """The refused connection is the error, not the (here hour-long) wait for a worker."""
+    monkeypatch.setenv(TIMEOUT_VARIABLE, "3600")
     port = _closed_port()
-    start = time.monotonic()
     with pytest.raises(WorkerStartError, match=f"no SDK worker pool answers at localhost:{port}"):
         check_sdk_workers(_external(port))
-    assert time.monotonic() - start < 15
 
 
 def test_a_bad_timeout_is_named(monkeypatch):

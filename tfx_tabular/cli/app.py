@@ -16,7 +16,7 @@ import warnings
 from typing import Optional, Sequence
 
 from tfx_tabular.cli import signals
-from tfx_tabular.cli.common import PROG, Exit, Parser, print_deprecation_notes, report_error
+from tfx_tabular.cli.common import PROG, Exit, Parser, report_error
 
 VERSION_FLAG = "--version"
 
@@ -166,7 +166,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return Exit.OK
     args = build_parser().parse_args(argv)  # usage errors exit 2 here
     configure_logging(args.verbose, args.quiet)
-    print_deprecation_notes(args)
     if args.quiet:
         from tfx_tabular.runners.progress import QUIET_VARIABLE
 

@@ -1,6 +1,5 @@
 """What every command shares: exit codes, errors (their exit code and hint come from their type),
-lines for people, and argument helpers (KEY=VALUE options, comma-separated lists, the deprecated
-spellings of flags). Light: it imports nothing heavy, and the error types only when an error is
+lines for people, and argument helpers (KEY=VALUE options, comma-separated lists). Light: it imports nothing heavy, and the error types only when an error is
 reported."""
 
 from __future__ import annotations
@@ -15,13 +14,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Optional
 
 PROG = "tfx-tabular"
-# Where a deprecated flag leaves its note in the parsed arguments (see `add_deprecated_flag`).
-DEPRECATION_NOTES = "deprecation_notes"
-# Old command name → new: an alias of the new one, with a note, until the next release.
-DEPRECATED_COMMANDS = {"show-stats": "show-statistics"}
-
-
-_GOES_AWAY = "the old spelling goes away in the next release"
 
 
 class Exit(enum.IntEnum):
@@ -53,7 +45,7 @@ class BadInputError(CommandError):
 
 CHECK_PATH = "check the path; gs:// URIs work too"
 CHECK_PERMISSIONS = "choose a place you can write to, or change its permissions"
-EXCLUDE_COLUMN = "fix the file, or leave the column out with --exclude COLUMN"
+EXCLUDE_COLUMN = "fix the file, or leave the column out with --exclude-columns COLUMN"
 LABEL = "--label takes one of the features listed"
 
 
@@ -65,8 +57,8 @@ def error_types() -> dict:
     from tfx_tabular.pipelines.compiled_runner import RunError
     from tfx_tabular.pipelines.kubeflow import CompileError
     from tfx_tabular.schemas.infer import LabelError, SchemaError
+    from tfx_tabular.source.errors import ColumnError, InputError, InputNotFoundError
     from tfx_tabular.source.mapping import UnsupportedColumnError
-    from tfx_tabular.source.parquet import ColumnError, InputError, InputNotFoundError
 
     return {
         UsageError: (Exit.USAGE, None),
@@ -131,23 +123,6 @@ def say(args, text: str = "") -> None:
         print(text, flush=True)
 
 
-def print_deprecation_notes(args) -> None:
-    """One line on stderr per deprecated spelling the command line used (not under --quiet)."""
-    if args.quiet:
-        return
-    notes = list(getattr(args, DEPRECATION_NOTES, ()))
-    command = getattr(args, "command", None)
-    if command in DEPRECATED_COMMANDS:
-        notes.insert(0, f"{command} is {DEPRECATED_COMMANDS[command]} now; {_GOES_AWAY}")
-    for note in notes:
-        print(f"{PROG}: deprecated: {note}", file=sys.stderr, flush=True)
-
-
-def note_deprecation(namespace: argparse.Namespace, note: str) -> None:
-    notes = list(getattr(namespace, DEPRECATION_NOTES, ()))
-    setattr(namespace, DEPRECATION_NOTES, notes + [note])
-
-
 # ---- checks before the work
 
 
@@ -191,7 +166,7 @@ def check_names(
     one."""
     if not any(column_flags.values()) and not any((partition_flags or {}).values()):
         return
-    from tfx_tabular.source import columns
+    from tfx_tabular.conversion import columns
 
     columns.check_names(source, columns.source_names(source), column_flags, partition_flags)
 
@@ -220,7 +195,8 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
 
-def _whole_number(text: str, least: int) -> int:
+def whole_number(text: str, least: int) -> int:
+    """A whole number >= `least` (an argparse type, with `least` bound)."""
     try:
         value = int(text)
     except ValueError:
@@ -232,12 +208,12 @@ def _whole_number(text: str, least: int) -> int:
 
 def positive_int(text: str) -> int:
     """A whole number > 0 (an argparse type)."""
-    return _whole_number(text, 1)
+    return whole_number(text, 1)
 
 
 def non_negative_int(text: str) -> int:
     """A whole number >= 0 (an argparse type)."""
-    return _whole_number(text, 0)
+    return whole_number(text, 0)
 
 
 def csv(text: str) -> list[str]:
@@ -257,35 +233,3 @@ def key_values(texts: Optional[Iterable[str]], flag: str) -> dict[str, str]:
             raise UsageError(f"{flag} {key} is given twice")
         values[key] = value
     return values
-
-
-class _DeprecatedFlag(argparse.Action):
-    """An old spelling of a flag: parses exactly as the new one (`replacement`, the action
-    `add_argument` returned), hidden from --help, and leaves a note for `print_deprecation_notes`."""
-
-    def __init__(self, option_strings, dest, replacement: argparse.Action, **kwargs):
-        super().__init__(
-            option_strings,
-            replacement.dest,
-            nargs=replacement.nargs,
-            const=replacement.const,
-            default=argparse.SUPPRESS,
-            type=replacement.type,
-            choices=replacement.choices,
-            help=argparse.SUPPRESS,
-            metavar=replacement.metavar,
-        )
-        self.replacement = replacement
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        self.replacement(parser, namespace, values, option_string)
-        new = self.replacement.option_strings[-1]
-        note_deprecation(
-            namespace,
-            f"{option_string} is {new} now; {_GOES_AWAY}",
-        )
-
-
-def add_deprecated_flag(parser, old: str, replacement: argparse.Action) -> None:
-    """Accept `old` (e.g. --stats) as the deprecated spelling of the flag `replacement`."""
-    parser.add_argument(old, action=_DeprecatedFlag, replacement=replacement)

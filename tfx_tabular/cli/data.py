@@ -9,62 +9,54 @@ import contextlib
 import time
 
 from tfx_tabular.cli.common import (
-    DEPRECATED_COMMANDS,
     BadInputError,
     UsageError,
-    add_deprecated_flag,
     check_names,
     check_writable,
     csv,
     key_values,
     named,
-    non_negative_int,
     positive_int,
     say,
+)
+from tfx_tabular.cli.flags import add_parameter_flags, flag, parameter_values
+
+# ParquetExampleGen's parameters convert's flags set, by group of its --help.
+CONVERSION_FLAGS = {
+    "input": (
+        "columns",
+        "exclude_columns",
+        "partition_filter",
+        "partition_types",
+        "decimal_as",
+        "table_version",
+    ),
+    "splits": ("split_keys", "split_by_partition", "eval_last_partitions"),
+    "output": (
+        "compression",
+        "compression_level",
+        "num_shards",
+        "read_batch_rows",
+        "read_batch_bytes",
+        "columnar_batch_rows",
+    ),
+}
+# ParquetSchemaGen's parameters infer-schema's flags set.
+SCHEMA_FLAGS = (
+    "label",
+    "sample_statistics",
+    "sample_rows",
+    "max_vocabulary_size",
+    "curated_schema",
+    "exclude_columns",
 )
 
 
 def _add_conversion_arguments(p: argparse.ArgumentParser) -> None:
-    from tfx_tabular.coders import columnar
     from tfx_tabular.components.parquet_example_gen.spec import DEFAULT_SPLIT_BUCKETS, PARAMETERS
 
     buckets = ",".join(f"{name}={n}" for name, n in DEFAULT_SPLIT_BUCKETS.items())
-    g = p.add_argument_group("input")
-    g.add_argument(
-        "--columns", type=csv, metavar="COLUMN,...", help="only these columns (comma-separated)"
-    )
-    g.add_argument(
-        "--exclude",
-        type=csv,
-        default=[],
-        metavar="COLUMN,...",
-        help="drop these columns (comma-separated)",
-    )
-    g.add_argument(
-        "--partition-filter",
-        action="append",
-        default=[],
-        metavar="KEY=V1,V2",
-        help="keep files whose partition KEY is one of the values",
-    )
-    g.add_argument(
-        "--partition-type",
-        action="append",
-        default=[],
-        metavar="KEY=int|string",
-        help="override a partition value type",
-    )
-    g.add_argument(
-        "--decimal-as",
-        choices=["float", "bytes"],
-        default=PARAMETERS["decimal_as"].default,
-        help="decimal columns as float32 features, or as bytes of their exact text",
-    )
-    g.add_argument(
-        "--table-version",
-        type=non_negative_int,
-        help="a Delta Lake version or Iceberg snapshot id to read (default: the current one)",
-    )
+    add_parameter_flags(p.add_argument_group("input"), PARAMETERS, CONVERSION_FLAGS["input"])
     g = p.add_argument_group(f"splits (default: hash buckets {buckets} over the whole row)")
     g.add_argument(
         "--split-buckets",
@@ -72,24 +64,7 @@ def _add_conversion_arguments(p: argparse.ArgumentParser) -> None:
         metavar="NAME=N,...",
         help="hash buckets per split, e.g. train=9,eval=1",
     )
-    g.add_argument(
-        "--split-keys",
-        type=csv,
-        default=[],
-        metavar="COLUMN,...",
-        help="hash these columns (comma-separated), not the whole row",
-    )
-    g.add_argument(
-        "--split-by-partition",
-        metavar="KEY",
-        help="split by a partition value: the last --eval-last values → eval",
-    )
-    g.add_argument(
-        "--eval-last",
-        type=positive_int,
-        default=PARAMETERS["eval_last_partitions"].default,
-        help="with --split-by-partition: how many of the last partition values go to eval",
-    )
+    add_parameter_flags(g, PARAMETERS, CONVERSION_FLAGS["splits"])
     g.add_argument(
         "--split-pattern",
         action="append",
@@ -98,59 +73,14 @@ def _add_conversion_arguments(p: argparse.ArgumentParser) -> None:
         help="files matching GLOB (relative to INPUT) → split NAME",
     )
     g = p.add_argument_group("output")
+    add_parameter_flags(g, PARAMETERS, CONVERSION_FLAGS["output"])
     g.add_argument(
-        "--compression",
-        choices=["none", "gzip"],
-        default=PARAMETERS["compression"].default,
-        help="the TFRecord shards' compression (gzip: .gz shards)",
-    )
-    g.add_argument(
-        "--gzip-level",
-        type=int,
-        choices=range(10),
-        metavar="0-9",
-        default=PARAMETERS["compression_level"].default,
-        help="gzip's level, with --compression gzip",
-    )
-    g.add_argument(
-        "--num-shards",
-        type=non_negative_int,
-        default=PARAMETERS["num_shards"].default,
-        help="TFRecord shards per split; 0: one per ~1M rows, at least 2",
-    )
-    g.add_argument(
-        "--batch-size",
-        type=positive_int,
-        default=PARAMETERS["batch_size"].default,
-        help="rows per Arrow batch read and encoded at a time, at most",
-    )
-    g.add_argument(
-        "--batch-bytes",
-        type=positive_int,
-        default=PARAMETERS["batch_bytes"].default,
-        metavar="BYTES",
-        help="about this many bytes per batch (rows sized by the footers' uncompressed column "
-        "sizes): wide rows come fewer than --batch-size at a time, and columnar records hold "
-        "fewer rows",
-    )
-    g.add_argument(
-        "--columnar-batch-rows",
-        type=non_negative_int,
-        default=PARAMETERS["columnar_batch_rows"].default,
-        metavar="ROWS",
-        help=f"also write columnar batch records of ROWS rows ({columnar.DEFAULT_BATCH_ROWS}, as "
-        "pipelines do, is a good start) beside the "
-        "per-row Examples, which tfx_tabular.input_fn reads several times faster "
-        "(docs/trainer.md#columnar-batches); 0 (the default): none",
-    )
-    statistics = g.add_argument(
         "--example-statistics",
         metavar="DIR",
         help="also write the example statistics of each split (TFDV's, computed while "
         "converting) as DIR/Split-<name>/FeatureStats.pb, stock StatisticsGen's "
         "ExampleStatistics layout (see show-statistics)",
     )
-    add_deprecated_flag(g, "--statistics", statistics)
     g.add_argument(
         "--beam-arg",
         action="append",
@@ -160,56 +90,41 @@ def _add_conversion_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _check_conversion_names(args, partition_filter: dict, partition_types: dict) -> None:
+def _check_conversion_names(args, parameters: dict) -> None:
     """The columns and partition keys convert's flags name, against the input's footers."""
+    by_partition = parameters["split_by_partition"]
     check_names(
         args.input,
         {
-            "--columns": args.columns or [],
-            "--exclude": args.exclude,
-            "--split-keys": args.split_keys,
+            flag(name): parameters[name] or []
+            for name in ("columns", "exclude_columns", "split_keys")
         },
         {
-            "--split-by-partition": [args.split_by_partition] if args.split_by_partition else [],
-            "--partition-filter": list(partition_filter),
-            "--partition-type": list(partition_types),
+            flag("split_by_partition"): [by_partition] if by_partition else [],
+            flag("partition_filter"): list(parameters["partition_filter"] or {}),
+            flag("partition_types"): list(parameters["partition_types"] or {}),
         },
     )
 
 
 def _conversion_config(args):
     """The conversion's ConversionConfig from `convert`'s flags, each checked (UsageError)."""
+    from tfx_tabular.components.parquet_example_gen.spec import PARAMETERS
     from tfx_tabular.conversion import plan
 
     buckets = key_values(args.split_buckets, "--split-buckets")
     for name, count in buckets.items():
         if not count.isdigit():
             raise UsageError(f"--split-buckets {name}={count}: N must be a whole number")
-    partition_filter = {
-        k: csv(v) for k, v in key_values(args.partition_filter, "--partition-filter").items()
-    }
-    partition_types = key_values(args.partition_type, "--partition-type")
     patterns = key_values(args.split_pattern, "--split-pattern")
-    _check_conversion_names(args, partition_filter, partition_types)
+    names = [name for group in CONVERSION_FLAGS.values() for name in group]
+    parameters = parameter_values(args, PARAMETERS, names)
+    _check_conversion_names(args, parameters)
     return plan.ConversionConfig.from_parameters(
         {
+            **parameters,
             "patterns": patterns or None,
             "buckets": {name: int(count) for name, count in buckets.items()} or None,
-            "split_keys": args.split_keys,
-            "split_by_partition": args.split_by_partition,
-            "eval_last_partitions": args.eval_last,
-            "columns": args.columns,
-            "exclude_columns": args.exclude,
-            "partition_filter": partition_filter,
-            "partition_types": partition_types,
-            "decimal_as": args.decimal_as,
-            "compression": args.compression,
-            "compression_level": args.gzip_level,
-            "num_shards": args.num_shards,
-            "batch_size": args.batch_size,
-            "batch_bytes": args.batch_bytes,
-            "columnar_batch_rows": args.columnar_batch_rows,
-            "table_version": args.table_version,
         }
     )
 
@@ -242,7 +157,7 @@ def cmd_convert(args) -> dict:
             options,
             args.beam_arg,
             on_progress=progress.update if progress is not None else None,
-            statistics_dir=args.example_statistics,
+            example_statistics_dir=args.example_statistics,
         )
         if progress is not None:
             progress.update(sum(result.rows.values()))
@@ -263,30 +178,29 @@ def cmd_convert(args) -> dict:
         "rows_per_second": round(result.rows_per_second),
         "files": len(dataset.files),
         "features": len(dataset.features),
-        "example_statistics": result.statistics_dir,
-        "statistics": result.statistics_dir,  # its previous name: removed in the next release
+        "example_statistics": result.example_statistics_dir,
     }
 
 
 def cmd_infer_schema(args) -> dict:
     from tfx_tabular import schemas
+    from tfx_tabular.components.parquet_schema_gen.spec import PARAMETERS as SCHEMA_GEN
     from tfx_tabular.schemas.source import schema_of
 
     check_names(
-        args.input, {"--label": [args.label] if args.label else [], "--exclude": args.exclude}
+        args.input,
+        {
+            flag("label"): [args.label] if args.label else [],
+            flag("exclude_columns"): args.exclude_columns,
+        },
     )
-    if args.curated:
-        load_schema_file(args.curated, "--curated")
+    if args.curated_schema:
+        load_schema_file(args.curated_schema, flag("curated_schema"))
     check_writable(args.output, "--output")
     start = time.perf_counter()
     inferred = schema_of(
         args.input,
-        label=args.label,
-        exclude_columns=args.exclude,
-        sample_statistics=args.sample_statistics,
-        sample_rows=args.sample_rows,
-        max_vocabulary=args.max_vocabulary,
-        curated=args.curated,
+        **parameter_values(args, SCHEMA_GEN, SCHEMA_FLAGS),
         beam_pipeline_args=args.beam_arg,
         example_statistics=args.example_statistics,
     )
@@ -321,7 +235,6 @@ def cmd_infer_schema(args) -> dict:
             "seconds": round(report.seconds, 3),
             "string_domains": report.string_domains,
         }
-        document["statistics"] = document["sample_statistics"]  # removed in the next release
     schemas.write_schema(inferred.schema, args.output)
     say(args, f"schema written to {args.output}")
     return document
@@ -394,9 +307,9 @@ def _load_example_statistics(path: str) -> dict:
     folder, or an ExampleStatistics folder (ParquetExampleGen's or stock StatisticsGen's)."""
     from google.protobuf import message
 
-    from tfx_tabular.source import parquet
+    from tfx_tabular.conversion.source_metadata import is_examples_folder
 
-    if parquet.is_examples_folder(path):
+    if is_examples_folder(path):
         raise BadInputError(
             f"{path} is an Examples folder, not example statistics", hint=NO_EXAMPLE_STATISTICS
         )
@@ -539,14 +452,14 @@ def json_value(value):
 
 def cmd_head(args) -> dict:
     from tfx_tabular.conversion import peek
+    from tfx_tabular.conversion.source_metadata import is_examples_folder, read_source_metadata
     from tfx_tabular.schemas.infer import infer_schema
-    from tfx_tabular.source import parquet
 
-    if parquet.is_examples_folder(args.path):
+    if is_examples_folder(args.path):
         splits = peek.split_names(args.path)
         if args.split and splits and args.split not in splits:
             raise UsageError(f"--split {args.split!r}: {args.path} holds {', '.join(splits)}")
-        schema = infer_schema(parquet.read_source_metadata(args.path))
+        schema = infer_schema(read_source_metadata(args.path))
         split, table = peek.head_examples(args.path, args.n, schema, args.split)
         title = f"{args.path}: Split-{split}, first {table.num_rows} tf.Examples"
     else:
@@ -597,45 +510,13 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
         required=True,
         help="the schema.pbtxt to write (a folder: its schema.pbtxt, as a Schema artifact)",
     )
+    add_parameter_flags(p, SCHEMA_GEN, SCHEMA_FLAGS)
     p.add_argument(
-        "--label",
-        help="the label column: required in the TRAINING environment, absent in SERVING "
-        "(default: no label)",
-    )
-    sample = p.add_argument(
-        "--sample-statistics",
-        action="store_true",
-        help="add vocabularies, value counts and presence from TFDV over a sample "
-        "(--sample-rows rows)",
-    )
-    add_deprecated_flag(p, "--stats", sample)
-    example = p.add_argument(
         "--example-statistics",
         metavar="DIR",
         help="the example statistics of every split (convert --example-statistics, or an "
         "ExampleStatistics artifact folder): presence, value counts and domains that hold on "
         "each split",
-    )
-    add_deprecated_flag(p, "--split-statistics", example)
-    p.add_argument(
-        "--sample-rows",
-        type=positive_int,
-        default=SCHEMA_GEN["sample_rows"].default,
-        help="with --sample-statistics: how many rows TFDV samples",
-    )
-    p.add_argument(
-        "--max-vocabulary",
-        type=positive_int,
-        default=SCHEMA_GEN["max_vocabulary_size"].default,
-        help="with --sample-statistics: string columns with more distinct values get no domain",
-    )
-    p.add_argument("--curated", help="a schema.pbtxt whose features' settings win")
-    p.add_argument(
-        "--exclude",
-        type=csv,
-        default=[],
-        metavar="COLUMN,...",
-        help="drop these columns (comma-separated)",
     )
     p.add_argument(
         "--beam-arg",
@@ -652,7 +533,6 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser(
         "show-statistics",
-        aliases=list(DEPRECATED_COMMANDS),
         parents=[common],
         help="TFDV's Facets view of example statistics as an HTML file",
     )

@@ -14,87 +14,44 @@ from typing import Optional
 from tfx_tabular.cli.common import (
     BadInputError,
     UsageError,
-    add_deprecated_flag,
     check_names,
     check_writable,
-    csv,
     key_values,
     non_negative_int,
     positive_int,
     say,
 )
+from tfx_tabular.cli.flags import add_parameter_flags, parameter_values
+
+# create_pipeline's keyword options the pipeline commands' flags set (`pipeline.PARAMETERS`).
+PIPELINE_FLAGS = (
+    "label",
+    "columns",
+    "task",
+    "split_by_partition",
+    "eval_last_partitions",
+    "curated_schema",
+    "epochs",
+    "train_steps",
+    "batch_size",
+    "model_fn",
+    "columnar_batch_rows",
+    "with_example_statistics",
+    "with_transform",
+    "with_evaluator",
+    "enable_cache",
+)
 
 
 def _add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
-    from tfx_tabular.coders import columnar
-    from tfx_tabular.components.tabular_trainer.spec import PARAMETERS
-    from tfx_tabular.pipelines.pipeline import EXAMPLE_STATISTICS_SOURCES
-    from tfx_tabular.training.task import TASKS
+    from tfx_tabular.pipelines.pipeline import PARAMETERS
 
     p.add_argument(
         "--pipeline-name",
         default="tfx-tabular",
         help="the pipeline's name (its ML Metadata context, and the compiled pipeline's name)",
     )
-    p.add_argument("--label", default="label", help="the label column the model learns")
-    p.add_argument(
-        "--columns",
-        type=csv,
-        metavar="COLUMN,...",
-        help="convert and train on only these columns, the label among them (default: all)",
-    )
-    p.add_argument(
-        "--task",
-        choices=TASKS,
-        help="the learning task (default: the one the label implies)",
-    )
-    p.add_argument(
-        "--split-by-partition",
-        metavar="KEY",
-        help="the last value of this partition key → eval (default: hash 2:1)",
-    )
-    p.add_argument("--curated-schema", help="a schema.pbtxt overlaid on the inferred schema")
-    p.add_argument(
-        "--epochs",
-        type=positive_int,
-        default=PARAMETERS["epochs"].default,
-        help="passes over the train split",
-    )
-    p.add_argument(
-        "--train-steps", type=positive_int, help="total training steps (overrides --epochs)"
-    )
-    p.add_argument(
-        "--batch-size",
-        type=positive_int,
-        default=PARAMETERS["batch_size"].default,
-        help="the global training batch (it must divide evenly over the devices)",
-    )
-    p.add_argument("--model-fn", help="package.module:function building the Keras model")
-    p.add_argument(
-        "--columnar-batch-rows",
-        type=non_negative_int,
-        metavar="ROWS",
-        help="rows per columnar batch record ParquetExampleGen writes for TabularTrainer's "
-        f"input (default {columnar.DEFAULT_BATCH_ROWS}; 0: per-row Examples only, TabularTrainer "
-        "then reads those)",
-    )
-    statistics = p.add_argument(
-        "--with-example-statistics",
-        nargs="?",
-        const="ours",
-        choices=EXAMPLE_STATISTICS_SOURCES,
-        help="add stock ExampleValidator on the example statistics: ours (the default; "
-        "computed while converting) or stock (StatisticsGen, a second pass). Without the flag "
-        "ours are still computed and the schema (a string label's classes) is built from them",
-    )
-    add_deprecated_flag(p, "--with-statistics", statistics)
-    p.add_argument(
-        "--with-transform",
-        action="store_true",
-        help="add stock Transform with the schema-driven preprocessing_fn",
-    )
-    p.add_argument("--with-evaluator", action="store_true", help="add stock Evaluator")
-    p.add_argument("--no-cache", action="store_true", help="disable TFX's execution cache")
+    add_parameter_flags(p, PARAMETERS, PIPELINE_FLAGS)
     p.add_argument(
         "--beam-arg",
         action="append",
@@ -113,27 +70,15 @@ def _create_pipeline(
     vertex_training=None,
 ):
     from tfx_tabular.pipelines import create_pipeline
+    from tfx_tabular.pipelines.pipeline import PARAMETERS
 
     return create_pipeline(
         args.pipeline_name,
         pipeline_root,
         data_root,
-        label=args.label,
-        columns=args.columns,
-        task=args.task,
+        **parameter_values(args, PARAMETERS, PIPELINE_FLAGS),
         metadata_path=metadata_path,
-        split_by_partition=args.split_by_partition,
-        curated_schema=args.curated_schema,
-        epochs=args.epochs,
-        train_steps=args.train_steps,
-        batch_size=args.batch_size,
-        with_example_statistics=args.with_example_statistics,
-        with_transform=args.with_transform,
-        with_evaluator=args.with_evaluator,
-        model_fn=args.model_fn,
-        columnar_batch_rows=args.columnar_batch_rows,
         beam_pipeline_args=args.beam_arg,
-        enable_cache=not args.no_cache,
         vertex_training=vertex_training,
     )
 
@@ -195,8 +140,9 @@ def _run_pipeline(args, data_root: str, pipeline_root: str) -> dict:
     seconds = time.perf_counter() - start
     say(args, f"pipeline finished in {seconds:.0f} s\n")
     report = collect_run_report(metadata_path)
-    if report["statistics"]:
-        report["statistics"]["facets"] = _facets_page(report["statistics"]["uri"], pipeline_root)
+    statistics = report["example_statistics"]
+    if statistics:
+        statistics["facets"] = _facets_page(statistics["uri"], pipeline_root)
     for line in format_run_report(report, args.pipeline_name):
         say(args, line)
     return {
@@ -212,7 +158,7 @@ def _facets_page(statistics_uri: str, pipeline_root: str) -> str:
     """The run's example statistics as TFDV's Facets Overview page, in its pipeline root."""
     from tfx_tabular.cli.data import write_facets_page
 
-    output = os.path.join(pipeline_root, "statistics.html")
+    output = os.path.join(pipeline_root, "example_statistics.html")
     write_facets_page(statistics_uri, output)
     return output
 
@@ -230,10 +176,7 @@ def _check_pipeline_inputs(args, data_root: str) -> None:
     is a schema."""
     from tfx_tabular.cli.data import load_schema_file
 
-    if args.columns and args.label not in args.columns:
-        raise UsageError(
-            f"--columns leaves out the label {args.label!r}: add it, or change --label"
-        )
+    _check_label_kept(args)
     by_partition = [args.split_by_partition] if args.split_by_partition else []
     check_names(
         data_root,

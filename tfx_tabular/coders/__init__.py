@@ -1,3 +1,8 @@
-"""Coders: Arrow batches → serialized records, in compiled kernels. `encoding` writes per-row
-tf.Example records (framed as TFRecords) by the type mapping of `tfx_tabular.source.mapping`.
+"""Coders: Arrow batches → serialized records, in compiled kernels (no TFX). `flatten` turns a
+batch's columns into flat buffers by the type mapping of `tfx_tabular.source.mapping`; `pools`
+lays them out as the writers read them; `encoding` writes per-row tf.Example records and
+`columnar` records of many rows; both write the wire format of `wire`, framed as TFRecords by
+`tfrecord`, with the LLVM operations of `intrinsics`.
 """
+
+__all__ = ["columnar", "encoding", "flatten", "intrinsics", "pools", "tfrecord", "wire"]

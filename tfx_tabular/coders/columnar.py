@@ -15,7 +15,7 @@ Why slices: parsing slice s of several records in one `parse_example` call gives
 already concatenated, so a training batch mixes rows of several records with no copy beyond the
 parse itself (see `tfx_tabular.training.columnar`).
 
-A split's rows are staged as each read batch comes, while its pools (`encoding.PooledColumns`,
+A split's rows are staged as each read batch comes, while its pools (`pools.PooledColumns`,
 which the per-row encoding has just read) are still in the CPU's caches: per kind, one compiled
 pass writes each row's value count and the rows' values as their value lists hold them, noting
 where each slice's part starts; the batch is then let go. A record is its frame and headers
@@ -31,7 +31,8 @@ from typing import Iterator, Optional, Sequence
 import numba
 import numpy as np
 
-from tfx_tabular.coders import encoding
+from tfx_tabular.coders import intrinsics, tfrecord, wire
+from tfx_tabular.coders.pools import PooledColumns
 from tfx_tabular.source.mapping import Feature, Kind
 
 LAYOUT_VERSION = 2
@@ -148,24 +149,25 @@ def _stage_rows(kind, rows_of, items, ends, data, rows, row0, slice_rows, member
                 n = list_splits[at, r + 1] - start if valid[f, r] else 0
             lengths[f, row - row0] = n
             row += 1
-            # The values as encoding._serialize writes them, inline for the same reason.
-            if kind == 3:  # FloatList: packed fixed32
+            # The values as encoding._serialize writes them, inline for the same reason (and
+            # held to wire's bytes by the same tests).
+            if kind == Kind.FLOAT:  # packed fixed32
                 for k in range(4 * n):
                     buf[pos + k] = item_bytes[4 * start + k]
                 pos += 4 * n
-            elif kind == 2:  # Int64List: packed varints
+            elif kind == Kind.INT:  # packed varints
                 for k in range(start, start + n):
-                    pos = encoding.put_varint(buf, pos, items[k])
-            else:  # BytesList: a tag and a length before each string
+                    pos = wire.put_varint(buf, pos, items[k])
+            else:  # strings: a tag and a length before each
                 for k in range(start, start + n):
                     b0 = np.int64(items[k])
                     length = ends[k] - b0
                     if pos + 6 + length > len(buf):
                         return -1  # a dictionary's strings repeated past the room: more room
-                    buf[pos] = 0x0A
-                    pos = encoding.put_varint(buf, pos + 1, length)
+                    buf[pos] = wire.LIST_VALUE
+                    pos = wire.put_varint(buf, pos + 1, length)
                     if length <= 8 and b0 + 8 <= len(data) and pos + 8 <= len(buf):
-                        encoding.store_word(buf, pos, encoding.load_word(data, b0))
+                        intrinsics.store_word(buf, pos, intrinsics.load_word(data, b0))
                     else:
                         for j in range(length):
                             buf[pos + j] = data[b0 + j]
@@ -197,36 +199,31 @@ def _record_frame(headers, offsets, kinds, widths, payloads, lengths, slice_rows
         row_bytes = min(slice_rows, rows - s * slice_rows)
         for f in range(count):
             e = 2 * (s * count + f)
-            body += encoding.entry_bytes(offsets[e + 1] - offsets[e], kinds[f], payloads[s, f])
+            body += wire.entry_bytes(offsets[e + 1] - offsets[e], kinds[f], payloads[s, f])
             nbytes = widths[f] * row_bytes
-            lengths_payload = 1 + encoding.varint_size(nbytes) + nbytes
-            body += encoding.entry_bytes(offsets[e + 2] - offsets[e + 1], 1, lengths_payload)
-    total = 16 + 1 + encoding.varint_size(body) + body
+            lengths_payload = 1 + wire.varint_size(nbytes) + nbytes
+            body += wire.entry_bytes(offsets[e + 2] - offsets[e + 1], Kind.BYTES, lengths_payload)
+    total = tfrecord.FRAME_BYTES + 1 + wire.varint_size(body) + body
     buf = np.empty(total, dtype=np.uint8)
-    length = np.uint64(total - 16)
-    for k in range(8):
-        buf[k] = np.uint8((length >> np.uint64(8 * k)) & np.uint64(0xFF))
-    encoding.put_masked_crc(buf, 8, 0, 8, tables)
-    buf[12] = 0x0A
-    pos = encoding.put_varint(buf, 13, body)
+    pos = tfrecord.put_record_head(buf, 0, total - tfrecord.FRAME_BYTES, tables)
+    pos = wire.put_field_head(buf, pos, wire.EXAMPLE_FEATURES, body)
     cursors = np.empty((slices, count), dtype=np.int64)
     for s in range(slices):
         first, stop = s * slice_rows, min(rows, (s + 1) * slice_rows)
         for f in range(count):
             e = 2 * (s * count + f)
             header = offsets[e + 1] - offsets[e]
-            cursors[s, f] = encoding.put_entry_head(
+            cursors[s, f] = wire.put_entry_head(
                 buf, pos, headers, offsets[e], header, kinds[f], payloads[s, f]
             )
             pos = cursors[s, f] + payloads[s, f]
             nbytes = widths[f] * (stop - first)
             header = offsets[e + 2] - offsets[e + 1]
-            lengths_payload = 1 + encoding.varint_size(nbytes) + nbytes
-            pos = encoding.put_entry_head(
-                buf, pos, headers, offsets[e + 1], header, 1, lengths_payload
+            lengths_payload = 1 + wire.varint_size(nbytes) + nbytes
+            pos = wire.put_entry_head(
+                buf, pos, headers, offsets[e + 1], header, Kind.BYTES, lengths_payload
             )
-            buf[pos] = 0x0A
-            pos = encoding.put_varint(buf, pos + 1, nbytes)
+            pos = wire.put_field_head(buf, pos, wire.LIST_VALUE, nbytes)
             for r in range(first, stop):
                 n = lengths[f, r]
                 for k in range(widths[f]):
@@ -238,7 +235,8 @@ def _record_frame(headers, offsets, kinds, widths, payloads, lengths, slice_rows
 @numba.njit(cache=True, nogil=True)
 def _seal(buf, tables):
     """The record's data CRC, once its values are written."""
-    encoding.put_masked_crc(buf, len(buf) - 4, 12, len(buf) - 4, tables)
+    data_end = len(buf) - tfrecord.TAIL_BYTES
+    tfrecord.put_masked_crc(buf, data_end, tfrecord.HEAD_BYTES, data_end, tables)
 
 
 @dataclasses.dataclass
@@ -259,7 +257,7 @@ class StagedRows:
 
 
 class RecordEncoder:
-    """Stages rows of read batches (`encoding.PooledColumns` of `features`) and writes records
+    """Stages rows of read batches (`PooledColumns` of `features`) and writes records
     of them, in slices of `slice_rows` rows, as the module docstring says. A record's entries are
     ordered slice by slice, so a shorter record's keys are a prefix of a full one's."""
 
@@ -273,7 +271,7 @@ class RecordEncoder:
             for i in range(count)
             for key in (values_key, lengths_key)
         ]
-        self._headers = encoding.key_headers(names)
+        self._headers = wire.key_headers(names)
         self._kinds = np.array([int(f.kind) for f in features], np.int64)
         self._widths = np.array([1 if lengths_dtype(f) == "uint8" else 4 for f in features])
         self._members = {
@@ -282,7 +280,7 @@ class RecordEncoder:
             if any(f.kind == kind for f in features)
         }
 
-    def stage(self, batch: encoding.PooledColumns, rows: np.ndarray, offset: int) -> StagedRows:
+    def stage(self, batch: PooledColumns, rows: np.ndarray, offset: int) -> StagedRows:
         """Rows `rows` of `batch`, the first at row `offset` of a slice, staged: written in one
         pass into room for them (see `_room`), then shrunk to their size."""
         parts = (offset + len(rows) - 1) // self.slice_rows + 1
@@ -302,13 +300,13 @@ class RecordEncoder:
         room.resize(pos, refcheck=False)  # shrunk in place (realloc), not copied
         return StagedRows(lengths, sizes, starts, room)
 
-    def _room(self, batch: encoding.PooledColumns, rows: int) -> int:
+    def _room(self, batch: PooledColumns, rows: int) -> int:
         """Room for `rows` rows of `batch` as value lists: a scalar's row holds at most one value,
         a list's rows at most its batch's values; an int64 takes at most 10 bytes, a string 6
         plus its bytes (every string byte of the batch, once: rows repeating a dictionary's
         strings can take more, and `stage` then makes more room)."""
         _, positions, list_splits, _ = batch.rows_of
-        most = {1: 6, 2: 10, 3: 4}
+        most = {Kind.BYTES: 6, Kind.INT: 10, Kind.FLOAT: 4}
         room = len(batch.pools[4])
         for kind, members in self._members.items():
             at = positions[members]
@@ -340,15 +338,15 @@ class RecordEncoder:
             payloads,
             lengths,
             self.slice_rows,
-            encoding.CRC_TABLES,
+            tfrecord.CRC_TABLES,
         )
         for piece, first in zip(pieces, first_slices, strict=True):
             view = cursors[first : first + len(piece.sizes)]
             _place(piece.data, piece.starts, piece.sizes, view, buf)
-        _seal(buf, encoding.CRC_TABLES)
+        _seal(buf, tfrecord.CRC_TABLES)
         return buf
 
-    def _taken(self, batch: encoding.PooledColumns):
+    def _taken(self, batch: PooledColumns):
         """Per kind: what the compiled pass reads of the batch."""
         ints, floats, string_starts, string_ends, data = batch.pools
         for kind, members in self._members.items():
@@ -375,7 +373,7 @@ class RecordBuffer:
         self._rows = 0  # in the record being filled
         self.records = 0
 
-    def add(self, batch: encoding.PooledColumns, rows: Optional[np.ndarray]) -> Iterator:
+    def add(self, batch: PooledColumns, rows: Optional[np.ndarray]) -> Iterator:
         """Adds rows `rows` (all when None) of `batch`; yields each record they complete."""
         rows = np.arange(batch.rows) if rows is None else rows
         while len(rows):

@@ -1,8 +1,10 @@
-"""Component parameters declared once, in each component's `spec.py`: name, type and default.
+"""Component parameters declared once, in each component's `spec.py`: name, type, default, what
+it does, and how a command line writes its value.
 
 The component builds its TFX ComponentSpec from them, the executor reads its properties through
-`resolve` (defaults applied, JSON lists and dicts decoded), and the CLI takes its defaults from the
-same declarations. No TFX import here, so the CLI can read defaults without loading TFX.
+`resolve` (defaults applied, JSON lists and dicts decoded), and the CLI generates its flags from the
+same declarations (`tfx_tabular.cli.flags`: the flag is the name, its default and help these). No
+TFX import here, so the CLI reads them without loading TFX.
 """
 
 from __future__ import annotations
@@ -11,16 +13,25 @@ import dataclasses
 import json
 import typing
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Optional, Sequence
 
 
 @dataclasses.dataclass(frozen=True)
 class Parameter:
-    """An execution parameter: its type (as TFX declares it) and default (None: unset)."""
+    """An execution parameter: its type (as TFX declares it), default (None: unset) and `help`
+    (one line: what it does). The rest says how a command line writes the value: `metavar`, the
+    allowed `choices`, a whole number's `minimum`, a `switch` (a flag without a value: given, it is on),
+    or `const`, the value of the flag given without one (its value is then optional)."""
 
     type: Any
     default: Any = None
     optional: bool = True
+    help: str = ""
+    metavar: Optional[str] = None
+    choices: Optional[Sequence[Any]] = None
+    minimum: Optional[int] = None
+    switch: bool = False
+    const: Any = None
 
     @property
     def is_json(self) -> bool:

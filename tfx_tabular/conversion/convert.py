@@ -23,7 +23,8 @@ from tfx_tabular.conversion.transform import WriteExamples, watching
 from tfx_tabular.runners import interrupts
 from tfx_tabular.runners.progress import QUIET_VARIABLE
 from tfx_tabular.runners.workers import check_sdk_workers
-from tfx_tabular.source.parquet import Dataset, InputError
+from tfx_tabular.source.dataset import Dataset
+from tfx_tabular.source.errors import InputError
 from tfx_tabular.statistics.precompile import compile_kernels
 
 # Threads, not processes: the encoder kernels, Arrow's readers and file writes all release the GIL,
@@ -49,13 +50,13 @@ def run_conversion(
     options: OutputOptions,
     pipeline: beam.Pipeline,
     on_progress: Optional[Callable[[int], None]] = None,
-    statistics_dir: Optional[str] = None,
+    example_statistics_dir: Optional[str] = None,
 ) -> ConversionResult:
     """Write the shards with `pipeline` into a staging folder of this run's own, then publish
     them under `output_dir`, or remove the staging folder. The one way a conversion runs (CLI and
     executor). `on_progress(rows written)` is called from a thread while the pipeline runs.
-    With `statistics_dir`, each split's statistics are computed in the same pass and written
-    there as `Split-<name>/FeatureStats.pb` (`tfx_tabular.statistics.engine`)."""
+    With `example_statistics_dir`, each split's statistics are computed in the same pass and written
+    there as `Split-<name>/FeatureStats.pb` (`tfx_tabular.statistics`)."""
     check_sdk_workers(pipeline.options)
     _compile_kernels()
     options = sized_for(options, dataset)
@@ -63,11 +64,17 @@ def run_conversion(
     start = time.perf_counter()
     try:
         write = WriteExamples(
-            dataset, splits, staging.folder, options, with_statistics=statistics_dir is not None
+            dataset,
+            splits,
+            staging.folder,
+            options,
+            with_example_statistics=example_statistics_dir is not None,
         )
         with watching(staging.folder, on_progress), pipeline as p:
             _ = p | "WriteExamples" >> write
-        result = publish(dataset, splits, staging, len(write.shards), options, statistics_dir)
+        result = publish(
+            dataset, splits, staging, len(write.shards), options, example_statistics_dir
+        )
     except BaseException as error:
         if isinstance(error, KeyboardInterrupt):
             _stop_writers(pipeline)
@@ -114,10 +121,10 @@ def convert(
     options: OutputOptions = OutputOptions(),
     beam_pipeline_args: Sequence[str] = (),
     on_progress: Optional[Callable[[int], None]] = None,
-    statistics_dir: Optional[str] = None,
+    example_statistics_dir: Optional[str] = None,
 ) -> ConversionResult:
     """Convert into an empty `output_dir` with a Beam pipeline of its own (the CLI's way);
-    with `statistics_dir`, write each split's statistics there too (see `run_conversion`)."""
+    with `example_statistics_dir`, write each split's statistics there too (see `run_conversion`)."""
     published = FileSystems.match(
         [posixpath.join(output_dir, "Split-*", "*"), posixpath.join(output_dir, PUBLISHED_MARKER)]
     )
@@ -127,5 +134,5 @@ def convert(
         )
     pipeline = beam.Pipeline(options=PipelineOptions(beam_args_with_defaults(beam_pipeline_args)))
     return run_conversion(
-        dataset, splits, output_dir, options, pipeline, on_progress, statistics_dir
+        dataset, splits, output_dir, options, pipeline, on_progress, example_statistics_dir
     )

@@ -12,18 +12,20 @@ from typing import Iterator, Optional
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from tfx_tabular.source import parquet
-from tfx_tabular.source.parquet import InputError
+from tfx_tabular.source.dataset import open_dataset
+from tfx_tabular.source.errors import InputError
+from tfx_tabular.source.filesystems import resolve_filesystem
+from tfx_tabular.source.reading import read_batches
 
 SPLIT_PREFIX = "Split-"
 
 
 def head_parquet(uri: str, rows: int) -> pa.Table:
     """The first `rows` rows of a Parquet dataset, partition columns included."""
-    dataset = parquet.open_dataset(uri)
+    dataset = open_dataset(uri)
     taken, batches = 0, []
     for info in dataset.files:
-        for batch in parquet.read_batches(dataset, info, range(len(info.row_group_rows)), rows):
+        for batch in read_batches(dataset, info, range(len(info.row_group_rows)), rows):
             batches.append(batch.slice(0, rows - taken))
             taken += batches[-1].num_rows
             if taken >= rows:
@@ -32,7 +34,7 @@ def head_parquet(uri: str, rows: int) -> pa.Table:
 
 
 def split_names(examples_uri: str) -> list[str]:
-    filesystem, folder = parquet.resolve_filesystem(examples_uri)
+    filesystem, folder = resolve_filesystem(examples_uri)
     infos = filesystem.get_file_info(pafs.FileSelector(folder))
     return sorted(
         posixpath.basename(i.path)[len(SPLIT_PREFIX) :]
@@ -71,7 +73,7 @@ def head_examples(
     split = split or ("train" if "train" in names else names[0])
     if split not in names:
         raise InputError(f"{examples_uri} has no split {split!r} (splits: {', '.join(names)})")
-    filesystem, folder = parquet.resolve_filesystem(examples_uri)
+    filesystem, folder = resolve_filesystem(examples_uri)
     shards = sorted(
         i.path
         for i in filesystem.get_file_info(

@@ -13,12 +13,14 @@ import numpy as np
 import pyarrow as pa
 
 from tfx_tabular.coders import columnar
-from tfx_tabular.source import parquet
-from tfx_tabular.source.parquet import Dataset, InputError
+from tfx_tabular.source.dataset import Dataset, open_dataset
+from tfx_tabular.source.errors import InputError
+from tfx_tabular.source.listing import matches_pattern
+from tfx_tabular.source.reading import row_bytes, rows_for_bytes
 
 COMPRESSIONS = ("none", "gzip")
 DEFAULT_BUCKETS = (("train", 2), ("eval", 1))  # FileBasedExampleGen's default split
-DEFAULT_BATCH_BYTES = 16 << 20
+DEFAULT_READ_BATCH_BYTES = 16 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,9 +82,7 @@ def splits_by_patterns(dataset: Dataset, patterns: Mapping[str, str]) -> Splits:
     file_splits = {}
     for info in dataset.files:
         matches = [
-            name
-            for name, pattern in patterns.items()
-            if parquet.matches_pattern(info.relative, pattern)
+            name for name, pattern in patterns.items() if matches_pattern(info.relative, pattern)
         ]
         if len(matches) > 1:
             raise InputError(f"{info.path} matches the patterns of splits {matches}")
@@ -126,7 +126,7 @@ def plan_conversion(
 ) -> tuple[Dataset, Splits]:
     """Open the dataset and choose its splits (see `SourceOptions`)."""
     patterns = dict(options.patterns or {"single_split": "*"})
-    dataset = parquet.open_dataset(
+    dataset = open_dataset(
         input_base,
         list(patterns.values()),
         columns=options.columns,
@@ -156,11 +156,11 @@ class OutputOptions:
     compression: str = "none"
     compression_level: int = 6
     num_shards: int = 0  # 0: one per ~1M rows, at least 2, at most one per row group
-    batch_size: int = 8192  # rows per Arrow batch read and encoded at a time, at most
+    read_batch_rows: int = 8192  # rows per Arrow batch read and encoded at a time, at most
     # Bytes per batch read, encoded and buffered for a columnar record, about (rows of a file
     # sized by its footer's uncompressed column sizes): rows of thousands of columns would
-    # otherwise make batches of hundreds of MiB. Narrow rows stay at `batch_size`.
-    batch_bytes: int = DEFAULT_BATCH_BYTES
+    # otherwise make batches of hundreds of MiB. Narrow rows stay at `read_batch_rows`.
+    read_batch_bytes: int = DEFAULT_READ_BATCH_BYTES
     # Rows per columnar batch record (`columnar/` beside the per-row shards); 0: none written.
     # Off unless asked: only `tfx_tabular.input_fn` reads them, and they cost conversion time
     # (`create_pipeline` asks for them, its trainer being TabularTrainer).
@@ -169,8 +169,8 @@ class OutputOptions:
     def __post_init__(self):
         if self.compression not in COMPRESSIONS:
             raise ValueError(f"compression must be one of {COMPRESSIONS}, not {self.compression!r}")
-        if self.batch_bytes <= 0:
-            raise ValueError(f"batch_bytes must be positive, not {self.batch_bytes}")
+        if self.read_batch_bytes <= 0:
+            raise ValueError(f"read_batch_bytes must be positive, not {self.read_batch_bytes}")
         if self.columnar_batch_rows < 0:
             raise ValueError(
                 f"columnar_batch_rows must be 0 (none) or positive, not {self.columnar_batch_rows}"
@@ -182,13 +182,13 @@ class OutputOptions:
 
 
 def sized_for(options: OutputOptions, dataset: Dataset) -> OutputOptions:
-    """`options` with the columnar records' rows cut to about `batch_bytes` of the widest file's
+    """`options` with the columnar records' rows cut to about `read_batch_bytes` of the widest file's
     rows (whole slices, at least one): each converting thread buffers a record's rows per split.
     The same on every worker (footers only), and the layout records it."""
     if not options.columnar_batch_rows or not dataset.files:
         return options
-    widest = max(dataset.files, key=parquet.row_bytes)
-    rows = parquet.rows_for_bytes(widest, options.batch_bytes, options.columnar_batch_rows)
+    widest = max(dataset.files, key=row_bytes)
+    rows = rows_for_bytes(widest, options.read_batch_bytes, options.columnar_batch_rows)
     if rows < options.columnar_batch_rows:
         rows = max(columnar.SLICE_ROWS, rows // columnar.SLICE_ROWS * columnar.SLICE_ROWS)
     return dataclasses.replace(options, columnar_batch_rows=min(rows, options.columnar_batch_rows))

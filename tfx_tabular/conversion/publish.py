@@ -15,8 +15,9 @@ from typing import Iterator, Optional, Sequence
 from apache_beam.io.filesystems import FileSystems
 
 from tfx_tabular import statistics
-from tfx_tabular.coders import columnar, encoding
+from tfx_tabular.coders import columnar, flatten
 from tfx_tabular.conversion.plan import OutputOptions, Splits, columnar_shard_name, shard_name
+from tfx_tabular.conversion.source_metadata import SOURCE_METADATA_FILE, SourceMetadata
 from tfx_tabular.conversion.staging import Staging
 from tfx_tabular.conversion.transform import (
     FEATURE_STATS_DIR,
@@ -25,8 +26,7 @@ from tfx_tabular.conversion.transform import (
     statistics_part,
 )
 from tfx_tabular.runners.interrupts import uninterruptible
-from tfx_tabular.source import parquet
-from tfx_tabular.source.parquet import Dataset
+from tfx_tabular.source.dataset import Dataset
 
 
 @dataclasses.dataclass
@@ -36,7 +36,7 @@ class ConversionResult:
     num_shards: int
     compression: str
     seconds: float = 0.0
-    statistics_dir: Optional[str] = None  # Split-<name>/FeatureStats.pb, when computed
+    example_statistics_dir: Optional[str] = None  # Split-<name>/FeatureStats.pb, when computed
     columnar_batch_rows: int = 0  # rows per columnar batch record (`columnar/`); 0: none
 
     @property
@@ -111,7 +111,7 @@ def _move_columnar(
             FileSystems.mkdirs(target_dir)
     FileSystems.rename(sources, targets)
     layout = columnar.layout_of(
-        encoding.written_order(dataset.features), options.columnar_batch_rows, rows
+        flatten.written_order(dataset.features), options.columnar_batch_rows, rows
     )
     with FileSystems.create(posixpath.join(folder, columnar.LAYOUT_FILE)) as handle:
         handle.write(layout.to_json().encode())
@@ -126,7 +126,7 @@ def _merge_statistics(staging: Staging, splits: Splits, num_shards: int) -> list
         merged = statistics.SplitStatistics()
         parts = [statistics_part(staging.folder, name, i) for i in range(num_shards)]
         for part in _read_ahead(parts):
-            merged.merge(statistics.SplitStatistics.from_bytes(part))
+            merged.merge(statistics.decode_part(part))
         paths.append(
             posixpath.join(staging.folder, FEATURE_STATS_DIR, f"Split-{name}", statistics.FILE_NAME)
         )
@@ -135,9 +135,9 @@ def _merge_statistics(staging: Staging, splits: Splits, num_shards: int) -> list
     return paths
 
 
-def _move_statistics(sources: list[str], splits: Splits, statistics_dir: str) -> None:
+def _move_statistics(sources: list[str], splits: Splits, example_statistics_dir: str) -> None:
     targets = [
-        posixpath.join(statistics_dir, f"Split-{name}", statistics.FILE_NAME)
+        posixpath.join(example_statistics_dir, f"Split-{name}", statistics.FILE_NAME)
         for name in splits.names
     ]
     for target in targets:
@@ -152,10 +152,10 @@ def publish(
     staging: Staging,
     num_shards: int,
     options: OutputOptions,
-    statistics_dir: Optional[str] = None,
+    example_statistics_dir: Optional[str] = None,
 ) -> ConversionResult:
     """Check every row was written (and merge the statistics), claim the output, then move the
-    shards into `Split-<name>/` (and the statistics into `statistics_dir`/`Split-<name>/`)."""
+    shards into `Split-<name>/` (and the statistics into `example_statistics_dir`/`Split-<name>/`)."""
     rows = _rows_per_split(staging.folder, splits, num_shards)
     expected = (
         dataset.num_rows
@@ -168,7 +168,9 @@ def publish(
             "output not published"
         )
     merged_statistics = (
-        _merge_statistics(staging, splits, num_shards) if statistics_dir is not None else None
+        _merge_statistics(staging, splits, num_shards)
+        if example_statistics_dir is not None
+        else None
     )
     # From the claim on, all of the output or none of it: a Ctrl-C or SIGTERM waits until the
     # files are in place.
@@ -178,16 +180,16 @@ def publish(
         if options.columnar_batch_rows:
             _move_columnar(staging, dataset, rows, num_shards, options)
         if merged_statistics is not None:
-            _move_statistics(merged_statistics, splits, statistics_dir)
-        metadata_path = posixpath.join(staging.output_dir, parquet.SOURCE_METADATA_FILE)
+            _move_statistics(merged_statistics, splits, example_statistics_dir)
+        metadata_path = posixpath.join(staging.output_dir, SOURCE_METADATA_FILE)
         with FileSystems.create(metadata_path) as handle:
-            handle.write(dataset.source_metadata().to_arrow_schema().serialize().to_pybytes())
+            handle.write(SourceMetadata.of(dataset).to_arrow_schema().serialize().to_pybytes())
         staging.discard()
     return ConversionResult(
         staging.output_dir,
         rows,
         num_shards,
         options.compression,
-        statistics_dir=statistics_dir,
+        example_statistics_dir=example_statistics_dir,
         columnar_batch_rows=options.columnar_batch_rows,
     )

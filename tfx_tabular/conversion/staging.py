@@ -24,7 +24,7 @@ from typing import Optional
 
 from apache_beam.io.filesystems import FileSystems
 
-from tfx_tabular.source.parquet import InputError
+from tfx_tabular.source.errors import InputError
 
 STAGING_DIR = ".tfx-tabular-incomplete"
 OWNER_FILE = "owner.json"

@@ -26,7 +26,9 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from tfx_tabular import statistics
-from tfx_tabular.coders import columnar, encoding
+from tfx_tabular.coders import columnar, encoding, flatten
+from tfx_tabular.coders.pools import PooledColumns
+from tfx_tabular.conversion import allocator
 from tfx_tabular.conversion.plan import (
     OutputOptions,
     Splits,
@@ -34,21 +36,23 @@ from tfx_tabular.conversion.plan import (
     plan_shards,
     shard_name,
 )
-from tfx_tabular.source import parquet
+from tfx_tabular.source.dataset import Dataset
+from tfx_tabular.source.errors import ColumnError, InputError
+from tfx_tabular.source.files import ParquetFileInfo
 from tfx_tabular.source.mapping import features_of
-from tfx_tabular.source.parquet import ColumnError, Dataset, InputError
+from tfx_tabular.source.reading import read_batches, row_bytes, rows_for_bytes
 
 PROGRESS_DIR = "progress"
 # In the staging folder: one file per finished shard with its rows per split; written last, so
 # `publish` knows the shard is complete.
 ROW_COUNTS_DIR = "row_counts"
-# Rows read at a time with statistics (encoded `batch_size` rows at a time): a row group of the
+# Rows read at a time with statistics (encoded `read_batch_rows` rows at a time): a row group of the
 # common writers' size, so the statistics count whole row groups, each dictionary page once
-# (the price: each converting thread holds a decoded row group, not `batch_size` rows), unless
-# that exceeds `OutputOptions.batch_bytes` (wide rows).
+# (the price: each converting thread holds a decoded row group, not `read_batch_rows` rows), unless
+# that exceeds `OutputOptions.read_batch_bytes` (wide rows).
 STATISTICS_READ_ROWS = 65_536
 # A step's encoded records are held with each split's copy of its share of them, beside the read
-# batch: a step encodes at most this share of `batch_bytes` (a step is one compiled call, so
+# batch: a step encodes at most this share of `read_batch_bytes` (a step is one compiled call, so
 # smaller steps cost about nothing; on wide rows this is tens of MiB less per converting thread).
 ENCODED_STEP_SHARE = 0.25
 FEATURE_STATS_DIR = "feature_stats"  # in the staging folder: Split-<name>/FeatureStats.pb
@@ -151,11 +155,11 @@ class _ColumnarBatches:
     """A shard's columnar batch records, one writer per split (none: not written)."""
 
     def __init__(self, features, writers: list[_FileWriter], options: OutputOptions):
-        order = encoding.written_order(features)
+        order = flatten.written_order(features)
         self._writers = writers
         self._buffers = [columnar.RecordBuffer(order, options.columnar_batch_rows) for _ in writers]
 
-    def add(self, pooled: encoding.PooledColumns, split_ids: np.ndarray) -> None:
+    def add(self, pooled: PooledColumns, split_ids: np.ndarray) -> None:
         if not self._writers:
             return
         for s, (writer, buffer) in enumerate(zip(self._writers, self._buffers, strict=True)):
@@ -171,7 +175,7 @@ class _ColumnarBatches:
 
 class ConvertShard(beam.DoFn):
     """Converts one shard (a list of row groups) into one temporary file per split; with
-    `with_statistics`, also writes each split's SplitStatistics into STATISTICS_PARTS_DIR."""
+    `with_example_statistics`, also writes each split's SplitStatistics into STATISTICS_PARTS_DIR."""
 
     def __init__(
         self,
@@ -180,17 +184,17 @@ class ConvertShard(beam.DoFn):
         splits: Splits,
         temp_dir: str,
         options: OutputOptions,
-        with_statistics: bool = False,
+        with_example_statistics: bool = False,
     ):
         self._dataset = dataset.for_reading()
         self._shards = shards
         self._splits = splits
         self._temp_dir = temp_dir
         self._options = options
-        self._with_statistics = with_statistics
+        self._with_example_statistics = with_example_statistics
 
     def setup(self):
-        encoding.reuse_freed_memory()
+        allocator.reuse_freed_memory()
         self._features = self._dataset.features
         # A record's bytes per row beyond the values: each feature's key and field headers.
         self._key_bytes = sum(len(f.name.encode()) + 8 for f in self._features)
@@ -246,7 +250,7 @@ class ConvertShard(beam.DoFn):
                     )
             split_statistics = (
                 [statistics.SplitStatistics(self._features) for _ in names]
-                if self._with_statistics
+                if self._with_example_statistics
                 else None
             )
             rows = self._write_shard(shard_index, writers, split_statistics)
@@ -265,7 +269,7 @@ class ConvertShard(beam.DoFn):
                 with FileSystems.create(
                     statistics_part(self._temp_dir, name, shard_index)
                 ) as handle:
-                    handle.write(split.to_bytes())
+                    handle.write(statistics.encode_part(split))
         row_counts = {"shard": shard_index, "rows": dict(zip(names, rows.tolist(), strict=True))}
         with FileSystems.create(
             posixpath.join(self._temp_dir, ROW_COUNTS_DIR, f"shard-{shard_index:05d}.json")
@@ -294,7 +298,7 @@ class ConvertShard(beam.DoFn):
             ):
                 continue
             read_rows, step = self._batch_rows(info, split_statistics is not None)
-            for batch in parquet.read_batches(
+            for batch in read_batches(
                 self._dataset,
                 info,
                 row_groups,
@@ -303,10 +307,10 @@ class ConvertShard(beam.DoFn):
                 narrow=True,
             ):
                 try:
-                    columns = encoding.feature_columns(batch, self._features)
-                except encoding.ConversionError as e:
+                    columns = flatten.feature_columns(batch, self._features)
+                except flatten.ConversionError as e:
                     raise ColumnError(f"{info.path}: {e}") from None
-                pooled = encoding.PooledColumns(columns)
+                pooled = PooledColumns(columns)
                 split_ids = self._write_batch(writers, rows, batch, pooled, info.relative, step)
                 batches.add(pooled, split_ids)
                 if split_statistics is not None:
@@ -319,18 +323,20 @@ class ConvertShard(beam.DoFn):
         progress.write()
         return rows
 
-    def _batch_rows(self, info: parquet.ParquetFileInfo, with_statistics: bool) -> tuple[int, int]:
-        """Rows of `info` read at a time, and encoded at a time: `batch_size` (with statistics,
-        STATISTICS_READ_ROWS read), at most about `batch_bytes` of them read, and
+    def _batch_rows(self, info: ParquetFileInfo, with_example_statistics: bool) -> tuple[int, int]:
+        """Rows of `info` read at a time, and encoded at a time: `read_batch_rows` (with statistics,
+        STATISTICS_READ_ROWS read), at most about `read_batch_bytes` of them read, and
         ENCODED_STEP_SHARE of that encoded (a record also holds every feature's name: wide rows
         grow several times when encoded)."""
-        budget, most = self._options.batch_bytes, self._options.batch_size
-        if with_statistics:
+        budget, most = self._options.read_batch_bytes, self._options.read_batch_rows
+        if with_example_statistics:
             most = max(most, STATISTICS_READ_ROWS)
-        read_rows = parquet.rows_for_bytes(info, budget, most)
-        encoded_row = parquet.row_bytes(info) + self._key_bytes
+        read_rows = rows_for_bytes(info, budget, most)
+        encoded_row = row_bytes(info) + self._key_bytes
         encoded_budget = budget * ENCODED_STEP_SHARE
-        step = max(1, min(read_rows, self._options.batch_size, int(encoded_budget // encoded_row)))
+        step = max(
+            1, min(read_rows, self._options.read_batch_rows, int(encoded_budget // encoded_row))
+        )
         return read_rows, step
 
     def _write_batch(self, writers, rows, batch: pa.RecordBatch, pooled, relative: str, step):
@@ -339,7 +345,7 @@ class ConvertShard(beam.DoFn):
         all_ids = []
         for start in range(0, batch.num_rows, step):
             stop = min(start + step, batch.num_rows)
-            encoded = pooled.encode(start, stop, framed=True)
+            encoded = encoding.encode_rows(pooled, start, stop, framed=True)
             split_ids = self._split_ids(encoded, batch.slice(start, stop - start), relative)
             for s, writer in enumerate(writers):
                 chosen = np.flatnonzero(split_ids == s)
@@ -355,7 +361,7 @@ class ConvertShard(beam.DoFn):
 
 class WriteExamples(beam.PTransform):
     """Root transform: writes the dataset's shards into `temp_dir` (see `publish`) and, with
-    `with_statistics`, each shard's statistics per split (`statistics_part`)."""
+    `with_example_statistics`, each shard's statistics per split (`statistics_part`)."""
 
     def __init__(
         self,
@@ -363,7 +369,7 @@ class WriteExamples(beam.PTransform):
         splits: Splits,
         temp_dir: str,
         options: OutputOptions,
-        with_statistics: bool = False,
+        with_example_statistics: bool = False,
     ):
         super().__init__()
         self._dataset, self._splits, self._temp_dir, self._options = (
@@ -372,7 +378,7 @@ class WriteExamples(beam.PTransform):
             temp_dir,
             options,
         )
-        self._with_statistics = with_statistics
+        self._with_example_statistics = with_example_statistics
         files = [
             f
             for f in dataset.files
@@ -395,7 +401,7 @@ class WriteExamples(beam.PTransform):
             self._splits,
             self._temp_dir,
             self._options,
-            self._with_statistics,
+            self._with_example_statistics,
         )
         shards = (
             pipeline

@@ -24,6 +24,8 @@ import os
 import re
 from typing import Optional
 
+from tfx_tabular.components.tabular_trainer import spec as trainer_spec
+
 TARGETS = ("kubeflow", "vertex")
 KUBEFLOW_GPU = "nvidia.com/gpu"  # the Kubernetes resource KFP asks the node for
 TRAINER_ID = "TabularTrainer"
@@ -48,13 +50,17 @@ class PipelineParameter:
 # here: create_pipeline does not use them, and TFX cannot make a field inside a proto
 # (input_config, range_config, train_args) a pipeline parameter. Neither can train steps
 # (train_args.num_steps): a pipeline compiled with them has no `epochs` parameter.
+def _trainer_parameter(name: str) -> PipelineParameter:
+    """A TabularTrainer property as a pipeline parameter, with its declared type and help."""
+    declared = trainer_spec.PARAMETERS[name]
+    return PipelineParameter(TRAINER_ID, name, declared.type, declared.help)
+
+
 PIPELINE_PARAMETERS = {
     "data_root": PipelineParameter(
         EXAMPLE_GEN_ID, "input_base", str, "the Parquet dataset ParquetExampleGen converts"
     ),
-    "epochs": PipelineParameter(TRAINER_ID, "epochs", int, "training epochs"),
-    "batch_size": PipelineParameter(TRAINER_ID, "batch_size", int, "the global training batch"),
-    "learning_rate": PipelineParameter(TRAINER_ID, "learning_rate", float, "the learning rate"),
+    **{name: _trainer_parameter(name) for name in ("epochs", "batch_size", "learning_rate")},
 }
 
 
@@ -108,8 +114,6 @@ def _check_compilable(pipeline) -> None:
 
 
 def _declared_default(component: str, exec_property: str):
-    from tfx_tabular.components.tabular_trainer import spec as trainer_spec
-
     declared = {TRAINER_ID: trainer_spec.PARAMETERS}.get(component, {})
     return declared[exec_property].default if exec_property in declared else None
 

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Optional, Sequence, Union
+from typing import Any, List, Optional, Sequence, Union
+
+from tfx_tabular.coders import columnar
+from tfx_tabular.components.parameters import Parameter
+from tfx_tabular.components.parquet_example_gen.spec import PARAMETERS as EXAMPLE_GEN
+from tfx_tabular.components.parquet_schema_gen.spec import PARAMETERS as SCHEMA_GEN
+from tfx_tabular.components.tabular_trainer.spec import PARAMETERS as TRAINER
 
 DEFAULT_PREPROCESSING_FN = "tfx_tabular.pipelines.preprocessing.preprocessing_fn"
 # with_example_statistics: "ours" (True) reads ParquetExampleGen's example statistics, computed
@@ -14,10 +20,60 @@ DEFAULT_PREPROCESSING_FN = "tfx_tabular.pipelines.preprocessing.preprocessing_fn
 # stock ExampleValidator. Unset (None), ours are still computed and ParquetSchemaGen builds the
 # schema from them (a string label's classes come from there); False turns them off.
 EXAMPLE_STATISTICS_SOURCES = ("ours", "stock")
-# Old keyword → new: still accepted, with a DeprecationWarning, for one release.
-RENAMED_PARAMETERS = {
-    "with_statistics": "with_example_statistics",
-    "schema_statistics": "sample_statistics",
+# create_pipeline's keyword options that take plain values, declared as the components' parameters
+# are (the CLI's pipeline flags come from here); the components' own declarations where
+# create_pipeline hands the value on unchanged.
+PARAMETERS = {
+    "label": dataclasses.replace(TRAINER["label"], default="label"),
+    "columns": Parameter(
+        List[str],
+        metavar="COLUMN,...",
+        help="convert and train on only these columns, the label among them (default: all)",
+    ),
+    "task": TRAINER["task"],
+    "split_by_partition": EXAMPLE_GEN["split_by_partition"],
+    "eval_last_partitions": EXAMPLE_GEN["eval_last_partitions"],
+    "curated_schema": SCHEMA_GEN["curated_schema"],
+    "sample_statistics": dataclasses.replace(
+        SCHEMA_GEN["sample_statistics"],
+        help="build the schema from sample statistics (TFDV over a sample), not from the "
+        "example statistics",
+    ),
+    "epochs": TRAINER["epochs"],
+    "train_steps": Parameter(
+        int, minimum=1, metavar="STEPS", help="total training steps (overrides epochs)"
+    ),
+    "batch_size": TRAINER["batch_size"],
+    "eval_steps": Parameter(
+        int, minimum=1, metavar="STEPS", help="eval batches (default: the eval split once)"
+    ),
+    "model_fn": TRAINER["model_fn"],
+    "with_example_statistics": Parameter(
+        str,
+        choices=EXAMPLE_STATISTICS_SOURCES,
+        const="ours",
+        help="add stock ExampleValidator on the example statistics: ours (the default; "
+        "computed while converting) or stock (StatisticsGen, a second pass). Without it ours "
+        "are still computed and the schema (a string label's classes) is built from them",
+    ),
+    "with_transform": Parameter(
+        bool,
+        default=False,
+        switch=True,
+        help="add stock Transform with the schema-driven preprocessing_fn",
+    ),
+    "preprocessing_fn": Parameter(
+        str, default=DEFAULT_PREPROCESSING_FN, help="stock Transform's preprocessing_fn"
+    ),
+    "with_evaluator": Parameter(bool, default=False, switch=True, help="add stock Evaluator"),
+    "distribution": TRAINER["distribution"],
+    "columnar_batch_rows": dataclasses.replace(
+        EXAMPLE_GEN["columnar_batch_rows"],
+        default=columnar.DEFAULT_BATCH_ROWS,
+        help="rows per columnar batch record ParquetExampleGen writes for TabularTrainer's "
+        "input; 0: per-row Examples only, TabularTrainer then reads those",
+    ),
+    "enable_cache": Parameter(bool, default=True, switch=True, help="TFX's execution cache"),
 }
 # What the Evaluator computes for each task (TFMA metric or Keras metric class names).
 EVALUATOR_METRICS = {
@@ -50,7 +106,9 @@ def evaluator_task(
             "(--task on the command line)"
         )
     try:
-        schema = schema_of(data_root, label=label, curated=curated_schema, examples=False).schema
+        schema = schema_of(
+            data_root, label=label, curated_schema=curated_schema, examples=False
+        ).schema
     except (OSError, ValueError) as error:
         raise ValueError(
             f"the Evaluator's metrics follow the task, and {data_root} could not be read to "
@@ -153,7 +211,6 @@ def create_pipeline(
     beam_pipeline_args: Sequence[str] = (),
     enable_cache: bool = True,
     vertex_training=None,
-    **deprecated,
 ):
     """A `tfx.dsl.Pipeline`. `metadata_path` (a SQLite file) is for local runs; compiled Kubeflow
     and Vertex pipelines use their platform's ML Metadata and leave it None. `vertex_training` (a
@@ -170,20 +227,8 @@ def create_pipeline(
     pass; False computes none (the schema is then the footers', and a string label needs
     `sample_statistics` or its classes in `curated_schema`). `columnar_batch_rows` (default
     `columnar.DEFAULT_BATCH_ROWS`, as TabularTrainer reads them; 0: per-row Examples only) sets
-    ParquetExampleGen's columnar batch records.
-    `with_statistics` and `schema_statistics`, the old spellings of `with_example_statistics` and
-    `sample_statistics`, still work for one release, with a DeprecationWarning."""
-    options = dict(locals())  # the keyword options, as given: first, before any other name
-    options.pop("deprecated")
-    from tfx_tabular.components.deprecation import with_renamed
-
-    renamed = with_renamed(
-        "create_pipeline",
-        {k: options[k] for k in RENAMED_PARAMETERS.values()},
-        deprecated,
-        RENAMED_PARAMETERS,
-    )
-    return build_pipeline(PipelineConfig(**{**options, **renamed}))
+    ParquetExampleGen's columnar batch records."""
+    return build_pipeline(PipelineConfig(**locals()))
 
 
 def build_pipeline(config: PipelineConfig):

@@ -152,9 +152,9 @@ def _demo_report(examples: dict, schema_path: str, training: dict) -> Optional[d
     """The learned AUC beside the ceiling, when the model learned the demo data's label; the
     ceiling is the AUC of `criteo.click_probability` on the rows of the eval split."""
     from tfx_tabular import schemas
+    from tfx_tabular.conversion.source_metadata import read_source_metadata
     from tfx_tabular.demo import criteo
     from tfx_tabular.schemas.infer import label_of
-    from tfx_tabular.source.parquet import read_source_metadata
 
     learned, eval_rows = training["eval"].get("auc"), examples["rows"].get("eval")
     if learned is None or not eval_rows:
@@ -196,7 +196,7 @@ def collect_run_report(metadata_path: str) -> dict:
         report: dict[str, Optional[dict]] = {
             "examples": None,
             "schema": None,
-            "statistics": None,
+            "example_statistics": None,
             "training": None,
             "model": None,
             "evaluator": None,
@@ -212,7 +212,7 @@ def collect_run_report(metadata_path: str) -> dict:
             }
         statistics = _latest(store, "ExampleStatistics")
         if statistics:
-            report["statistics"] = {"uri": statistics.uri}
+            report["example_statistics"] = {"uri": statistics.uri}
         if run:
             report["training"] = _training_report(run)
         if model:
@@ -264,7 +264,7 @@ def _evaluator_lines(evaluator: dict) -> list[str]:
 def format_run_report(report: dict, pipeline_name: str) -> list[str]:
     lines = [f"== {pipeline_name}: summary from ML Metadata =="]
     examples, statistics, schema, training, model = (
-        report[k] for k in ("examples", "statistics", "schema", "training", "model")
+        report[k] for k in ("examples", "example_statistics", "schema", "training", "model")
     )
     if examples:
         lines.append(f"Examples  {examples['uri']}")
@@ -273,7 +273,7 @@ def format_run_report(report: dict, pipeline_name: str) -> list[str]:
             total, seconds = sum(examples["rows"].values()), examples["conversion_seconds"]
             lines.append(f"  converted at {total / seconds:,.0f} rows/s ({seconds:.1f} s)")
     if statistics:
-        lines.append(f"Statistics  {statistics['uri']}")
+        lines.append(f"Example statistics  {statistics['uri']}")
         if statistics.get("facets"):
             page = statistics["facets"]
             link = page if "://" in page else f"file://{os.path.abspath(page)}"

@@ -21,6 +21,7 @@ _LAZY = {
     "sample_statistics_overlay": "tfx_tabular.schemas.sample_statistics",
     "schema_rows": "tfx_tabular.schemas.describe",
 }
+__all__ = ["SCHEMA_FILE", "load_schema", "write_schema", *sorted(_LAZY)]
 
 
 def __getattr__(name):

@@ -8,7 +8,7 @@ that data.
 * value_count: the smallest and largest value counts over all splits (features without a shape);
 * string_domain: the union of every split's values, when each split's value list is complete
   (its counts add up to the split's values, no invalid UTF-8 or oversized placeholder) and the
-  union has at most `max_vocabulary` values;
+  union has at most `max_vocabulary_size` values;
 * int_domain / float_domain (where the footers set one): the smallest and largest value written
   over all splits (float32, as written, so rounding cannot put a value outside).
 """
@@ -22,7 +22,8 @@ import pyarrow.fs as pafs
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
 from tfx_tabular import statistics
-from tfx_tabular.source.parquet import InputError, resolve_filesystem
+from tfx_tabular.source.errors import InputError
+from tfx_tabular.source.filesystems import resolve_filesystem
 
 _PLACEHOLDERS = {statistics.NON_UTF8_PLACEHOLDER, statistics.LARGE_BYTES_PLACEHOLDER}
 
@@ -127,7 +128,7 @@ def _string_values(features) -> Optional[set[str]]:
     return values
 
 
-def _set_domain(target: schema_pb2.Feature, features, max_vocabulary: int) -> None:
+def _set_domain(target: schema_pb2.Feature, features, max_vocabulary_size: int) -> None:
     numbers = [f.num_stats for f in features if f.num_stats.common_stats.tot_num_values]
     if target.HasField("float_domain") and numbers:
         target.float_domain.min = min(n.min for n in numbers)
@@ -137,7 +138,7 @@ def _set_domain(target: schema_pb2.Feature, features, max_vocabulary: int) -> No
         target.int_domain.max = int(max(n.max for n in numbers))
     elif target.type == schema_pb2.BYTES and target.WhichOneof("domain_info") is None:
         values = _string_values(features)
-        if values and len(values) <= max_vocabulary:
+        if values and len(values) <= max_vocabulary_size:
             target.string_domain.name = target.name
             target.string_domain.value.extend(sorted(values))
 
@@ -145,7 +146,7 @@ def _set_domain(target: schema_pb2.Feature, features, max_vocabulary: int) -> No
 def apply_example_statistics(
     schema: schema_pb2.Schema,
     splits: Mapping[str, statistics_pb2.DatasetFeatureStatisticsList],
-    max_vocabulary: int,
+    max_vocabulary_size: int,
 ) -> schema_pb2.Schema:
     """`schema` with presence, value counts and domains that hold on every split (module doc)."""
     result = schema_pb2.Schema()
@@ -158,5 +159,5 @@ def apply_example_statistics(
         commons = [_common(f) for f in features]
         _set_presence(target, commons)
         _set_value_count(target, commons)
-        _set_domain(target, features, max_vocabulary)
+        _set_domain(target, features, max_vocabulary_size)
     return result

@@ -24,8 +24,8 @@ import numpy as np
 import pyarrow as pa
 from tensorflow_metadata.proto.v0 import schema_pb2
 
+from tfx_tabular.conversion.source_metadata import SourceMetadata
 from tfx_tabular.source.mapping import Feature, Kind, features_of
-from tfx_tabular.source.parquet import SourceMetadata
 
 LABEL_TAG = "tfx_tabular:label"
 PARTITION_TAG = "tfx_tabular:partition"

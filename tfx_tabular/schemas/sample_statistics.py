@@ -19,7 +19,7 @@ from typing import Optional, Sequence
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 DEFAULT_SAMPLE_ROWS = 100_000
-DEFAULT_MAX_VOCABULARY = 1_000
+DEFAULT_MAX_VOCABULARY_SIZE = 1_000
 
 
 @dataclasses.dataclass
@@ -36,7 +36,7 @@ def sample_parquet(dataset, rows: int, path: str) -> int:
     an equal share from the start of every row group of every file, so the sample spans files,
     partitions and the row groups within each file."""
     from tfx_tabular.coders import encoding
-    from tfx_tabular.source import parquet
+    from tfx_tabular.source.reading import read_batches
 
     units = [(info, group) for info in dataset.files for group in range(len(info.row_group_rows))]
     if not units:
@@ -52,7 +52,7 @@ def sample_parquet(dataset, rows: int, path: str) -> int:
             take = min(share, rows - count, info.row_group_rows[group])
             if take <= 0:
                 continue
-            batch = next(parquet.read_batches(dataset, info, [group], take), None)
+            batch = next(read_batches(dataset, info, [group], take), None)
             if batch is None:
                 continue
             out.write(
@@ -116,7 +116,7 @@ def _shared_folder(beam_pipeline_args: Sequence[str]):
         runner not in ("DirectRunner", "direct")
         or options.view_as(PortableOptions).environment_type
     ):
-        from tfx_tabular.source.parquet import InputError
+        from tfx_tabular.source.errors import InputError
 
         raise InputError(
             f"sample statistics on {runner} need --temp_location, a folder its workers share "
@@ -126,7 +126,7 @@ def _shared_folder(beam_pipeline_args: Sequence[str]):
         yield folder
 
 
-def _generate_statistics(sample: str, output: str, max_vocabulary: int, beam_pipeline_args):
+def _generate_statistics(sample: str, output: str, max_vocabulary_size: int, beam_pipeline_args):
     """TFDV's generate_statistics_from_tfrecord, with the result read back through Beam's
     filesystems (TFDV reads it with tf.io.gfile, which knows fewer stores than the workers)."""
     import apache_beam as beam
@@ -136,7 +136,7 @@ def _generate_statistics(sample: str, output: str, max_vocabulary: int, beam_pip
     from tensorflow_metadata.proto.v0 import statistics_pb2
     from tfx_bsl.public import tfxio
 
-    stats_options = tfdv.StatsOptions(num_top_values=max_vocabulary + 1)
+    stats_options = tfdv.StatsOptions(num_top_values=max_vocabulary_size + 1)
     source = tfxio.TFExampleRecord(file_pattern=sample, telemetry_descriptors=["tfx_tabular"])
     with beam.Pipeline(options=PipelineOptions(list(beam_pipeline_args))) as p:
         _ = (
@@ -154,12 +154,12 @@ def _generate_statistics(sample: str, output: str, max_vocabulary: int, beam_pip
 def sample_statistics_overlay(
     source,
     sample_rows: int,
-    max_vocabulary: int,
+    max_vocabulary_size: int,
     beam_pipeline_args: Sequence[str] = (),
     base: Optional[schema_pb2.Schema] = None,
 ) -> tuple[schema_pb2.Schema, SampleStatisticsReport]:
     """`base` with string domains, value counts and presence from TFDV over a sample of
-    `source`: a list of TFRecord tf.Example shards, or a `parquet.Dataset`. The sample and the
+    `source`: a list of TFRecord tf.Example shards, or a `source.dataset.Dataset`. The sample and the
     statistics pass through a folder the runner's workers share (see `_shared_folder`)."""
     import tensorflow_data_validation as tfdv
 
@@ -174,10 +174,10 @@ def sample_statistics_overlay(
         sampler = sample_examples if isinstance(source, (list, tuple)) else sample_parquet
         rows = sampler(source, sample_rows, sample)
         stats = _generate_statistics(
-            sample, posixpath.join(folder, "stats.pb"), max_vocabulary, beam_pipeline_args
+            sample, posixpath.join(folder, "stats.pb"), max_vocabulary_size, beam_pipeline_args
         )
     observed = tfdv.infer_schema(
-        stats, max_string_domain_size=max_vocabulary, infer_feature_shape=False
+        stats, max_string_domain_size=max_vocabulary_size, infer_feature_shape=False
     )
     result = schema_pb2.Schema()
     if base is not None:

@@ -117,7 +117,7 @@ def _delta_type(type_json, column: str) -> pa.DataType:
 
 
 def _as_text(value) -> Optional[str]:
-    """A typed partition value as the text `parquet.partition_value` reads back."""
+    """A typed partition value as the text `dataset.partition_value` reads back."""
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, bool):

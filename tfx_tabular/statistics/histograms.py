@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
-from tfx_tabular.coders import encoding
+from tfx_tabular.coders import wire
 
 # numpy's `pairwise_sum`: sums up to this length are unrolled 8 ways, longer ones split in two.
 _PAIRWISE_BLOCK = 128
@@ -289,10 +289,13 @@ def equi_width_histogram(
     )
 
 
-# RankHistogram's wire format (tensorflow_metadata statistics.proto; a test builds the same
-# message with the protobuf API): buckets = 1; Bucket: low_rank = 1, high_rank = 2 (varints),
-# label = 4 (bytes), sample_count = 5 (double).
-_BUCKETS_TAG, _LOW_TAG, _HIGH_TAG, _LABEL_TAG, _COUNT_TAG = 0x0A, 0x08, 0x10, 0x22, 0x29
+# RankHistogram's fields (tensorflow_metadata statistics.proto; a test builds the same message
+# with the protobuf API): buckets; Bucket: low_rank, high_rank, label, sample_count (a double).
+_BUCKETS_TAG = wire.tag(1)
+_LOW_TAG = wire.tag(1, wire.VARINT)
+_HIGH_TAG = wire.tag(2, wire.VARINT)
+_LABEL_TAG = wire.tag(4)
+_COUNT_TAG = wire.tag(5, wire.FIXED64)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -304,16 +307,16 @@ def _rank_histogram_bytes(offsets, data, count_bytes):
     pos = 0
     for rank in range(n):
         start, end = offsets[rank], offsets[rank + 1]
-        rank_size = encoding.varint_size(rank)
-        body = 2 * (1 + rank_size) + 1 + encoding.varint_size(end - start) + (end - start) + 1 + 8
+        rank_size = wire.varint_size(rank)
+        body = 2 * (1 + rank_size) + 1 + wire.varint_size(end - start) + (end - start) + 1 + 8
         out[pos] = _BUCKETS_TAG
-        pos = encoding.put_varint(out, pos + 1, body)
+        pos = wire.put_varint(out, pos + 1, body)
         out[pos] = _LOW_TAG
-        pos = encoding.put_varint(out, pos + 1, rank)
+        pos = wire.put_varint(out, pos + 1, rank)
         out[pos] = _HIGH_TAG
-        pos = encoding.put_varint(out, pos + 1, rank)
+        pos = wire.put_varint(out, pos + 1, rank)
         out[pos] = _LABEL_TAG
-        pos = encoding.put_varint(out, pos + 1, end - start)
+        pos = wire.put_varint(out, pos + 1, end - start)
         for k in range(start, end):
             out[pos] = data[k]
             pos += 1

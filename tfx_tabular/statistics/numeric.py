@@ -1,10 +1,10 @@
 """The statistics of a split's scalar numeric features, all of one kind at once: one compiled
 call per batch and split updates every feature's counts, moments and quantiles sketch.
 
-Per feature and batch, the general path (`engine.FeatureStatistics.add`) costs a few Python
+Per feature and batch, the general path (`accumulators.FeatureStatistics.add`) costs a few Python
 calls and numpy operations; at thousands of columns and batches of a thousand rows that overhead,
 not the values, was the statistics' cost. Here the kernel reads a batch's features where the
-encoder pooled them (`encoding.PooledColumns`: a scalar feature's values are one slot per row,
+encoder pooled them (`pools.PooledColumns`: a scalar feature's values are one slot per row,
 end to end in its kind's pool, a null row's slot unused), with no copy of its own.
 
 numba caches each kernel by its own file: after changing `quantiles`' kernels or constants,
@@ -16,11 +16,11 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from tfx_tabular.coders.encoding import PooledColumns
+from tfx_tabular.coders.pools import PooledColumns
 from tfx_tabular.source.mapping import Kind
 from tfx_tabular.statistics import quantiles as kll
 
-# The fields of `ScalarNumerics.state`, as `engine.FeatureStatistics` names them.
+# The fields of `ScalarNumerics.state`, as `accumulators.FeatureStatistics` names them.
 FIELDS = (
     "num_non_missing",
     "count",
@@ -133,7 +133,7 @@ class ScalarNumerics:
 
     def merge(self, other: ScalarNumerics) -> None:
         """Add `other`'s rows (a block of the same names): the sums, extremes and moments as
-        `engine.FeatureStatistics.merge` adds them, feature by feature in one array operation,
+        `accumulators.FeatureStatistics.merge` adds them, feature by feature in one array operation,
         and every sketch in one compiled call."""
         if other.names != self.names:
             raise ValueError("merging statistics blocks of different features")
@@ -171,7 +171,7 @@ def _used(sizes: np.ndarray) -> np.ndarray:
 
 def _merge_moments(count, mean, m2, other_count, other_mean, other_m2) -> None:
     """Chan et al.'s pairwise update in place, per feature, where `other_count` is not 0; the
-    same expression as `engine.FeatureStatistics._merge_moments`, so the same floats."""
+    same expression as `accumulators.FeatureStatistics._merge_moments`, so the same floats."""
     chosen = other_count > 0
     total = count + other_count
     safe = np.where(chosen, total, 1.0)

@@ -41,10 +41,23 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from numba.core import event
 
-from tfx_tabular.coders import columnar, encoding
-from tfx_tabular.source import parquet
+from tfx_tabular.coders import columnar, encoding, flatten, tfrecord, wire
+from tfx_tabular.coders.pools import PooledColumns
+from tfx_tabular.source.dataset import Dataset, open_dataset
 from tfx_tabular.source.mapping import features_of
-from tfx_tabular.statistics import engine, histograms, numeric, quantiles, sketches, strings
+from tfx_tabular.source.reading import read_batches
+from tfx_tabular.statistics import (
+    accumulators,
+    batch_values,
+    histograms,
+    numeric,
+    parts,
+    quantiles,
+    render,
+    sketches,
+    strings,
+)
+from tfx_tabular.statistics.options import LARGE_STRING_THRESHOLD
 
 # The image's NUMBA_CPU_NAME and NUMBA_CPU_FEATURES (the Dockerfile sets them; a test checks):
 # x86-64-v2's features in LLVM's names.
@@ -53,7 +66,19 @@ PORTABLE_TARGET = {
     "NUMBA_CPU_FEATURES": "+64bit,+cmov,+cx8,+fxsr,+mmx,+sse,+sse2,+sse3,+ssse3,+sse4.1,"
     "+sse4.2,+crc32,+popcnt,+cx16,+sahf",
 }
-KERNEL_MODULES = (encoding, columnar, engine, histograms, numeric, quantiles, sketches, strings)
+KERNEL_MODULES = (
+    wire,
+    tfrecord,
+    encoding,
+    columnar,
+    batch_values,
+    accumulators,
+    histograms,
+    numeric,
+    quantiles,
+    sketches,
+    strings,
+)
 ROWS = 64  # per file: enough for every path the kernels take (dictionary pages, wide ranges)
 ROW_GROUP_ROWS = 32
 ENCODE_ROWS = 24  # the encoder's batches: smaller than a read batch, as in a conversion
@@ -78,10 +103,7 @@ def _sample_table(rows: int, rng: np.random.Generator) -> pa.Table:
     ints = rng.integers(0, 50, rows)
     nulls = ints % 7 == 0
     words = np.array([f"w{i}" for i in ints], dtype=object)
-    blobs = [
-        bytes([0xFF, i % 256]) if i % 3 else b"x" * (engine.LARGE_STRING_THRESHOLD + 1)
-        for i in ints
-    ]
+    blobs = [bytes([0xFF, i % 256]) if i % 3 else b"x" * (LARGE_STRING_THRESHOLD + 1) for i in ints]
     return pa.table(
         {
             "int": pa.array(ints, mask=nulls),
@@ -130,21 +152,21 @@ def _write_sample(folder: str, rng: np.random.Generator) -> None:
         )
 
 
-def _convert_file(dataset: parquet.Dataset, info, splits: list, key_features) -> None:
+def _convert_file(dataset: Dataset, info, splits: list, key_features) -> None:
     """One file through the conversion's calls: read (dictionary pages kept), encode in
     batches, split by record hash and by key columns, gather a split, write its columnar
     records (several read batches to a record), count statistics."""
-    order = encoding.written_order(dataset.features)
+    order = flatten.written_order(dataset.features)
     records = columnar.RecordBuffer(order, COLUMNAR_ROWS, COLUMNAR_ROWS // 2)
-    for batch in parquet.read_batches(
+    for batch in read_batches(
         dataset, info, range(len(info.row_group_rows)), ROWS, string_dictionaries=True
     ):
-        columns = encoding.feature_columns(batch, dataset.features)
-        pooled = encoding.PooledColumns(columns)
+        columns = flatten.feature_columns(batch, dataset.features)
+        pooled = PooledColumns(columns)
         split_ids = []
         for start in range(0, batch.num_rows, ENCODE_ROWS):
             stop = min(start + ENCODE_ROWS, batch.num_rows)
-            encoded = pooled.encode(start, stop, framed=True)
+            encoded = encoding.encode_rows(pooled, start, stop, framed=True)
             ids = (encoded.fingerprints() % np.uint64(len(splits))).astype(np.int64)
             encoding.gather_records(encoded.buffer, encoded.offsets, np.flatnonzero(ids == 0))
             split_ids.append(ids)
@@ -153,26 +175,26 @@ def _convert_file(dataset: parquet.Dataset, info, splits: list, key_features) ->
             [f.column for f in key_features],
         )
         encoding.encode(keys, key_features).fingerprints()
-        engine.add_batch(splits, columns, pooled, np.concatenate(split_ids))
+        accumulators.add_batch(splits, columns, pooled, np.concatenate(split_ids))
         list(records.add(pooled, np.flatnonzero(np.concatenate(split_ids) == 0)))
     list(records.flush())
 
 
 def _convert_sample(folder: str) -> None:
-    dataset = parquet.open_dataset(folder)
+    dataset = open_dataset(folder)
     key_features = features_of(
         pa.schema([dataset.schema.field("word"), dataset.schema.field("day")])
     )
     shards = []
     for info in dataset.files:  # one shard per file, merged as `publish` merges them
-        splits = [engine.SplitStatistics(dataset.features) for _ in range(2)]
+        splits = [accumulators.SplitStatistics(dataset.features) for _ in range(2)]
         _convert_file(dataset, info, splits, key_features)
-        shards.append([split.to_bytes() for split in splits])
+        shards.append([parts.encode_part(split) for split in splits])
     for split in range(2):
-        merged = engine.SplitStatistics()
-        for parts in shards:
-            merged.merge(engine.SplitStatistics.from_bytes(parts[split]))
-        engine.serialized_statistics_list(merged)
+        merged = accumulators.SplitStatistics()
+        for shard in shards:
+            merged.merge(parts.decode_part(shard[split]))
+        render.serialized_statistics_list(merged)
 
 
 class _CompileWatch(event.Listener):

@@ -1,12 +1,12 @@
 """The statistics of a split's scalar string features, all at once: one compiled call per batch
 and split counts, hashes and sketches every feature's values.
 
-Per feature and batch, the general path (`engine.FeatureStatistics.add`) dictionary-encodes or
+Per feature and batch, the general path (`accumulators.FeatureStatistics.add`) dictionary-encodes or
 reads the batch's strings, then updates the feature's top-k and distinct-count sketches through
 a dozen Python calls and Arrow arrays; at hundreds of string columns and batches of a thousand
 rows, those calls, contending for the GIL between converting threads, were most of the
 statistics' cost. Here the kernel reads a batch's strings where the encoder pooled them
-(`encoding.PooledColumns`: a scalar's row r is slot firsts[f] + r of the string pool), hashes
+(`pools.PooledColumns`: a scalar's row r is slot firsts[f] + r of the string pool), hashes
 each present value (`sketches`' hash), counts them per distinct hash, and merges them into the
 feature's sketches exactly as `FeatureStatistics` does: the same sketches, counters and labels.
 
@@ -29,7 +29,7 @@ from numba import types
 from numba.typed import List
 from tfx_bsl.arrow import array_util
 
-from tfx_tabular.coders.encoding import PooledColumns
+from tfx_tabular.coders.pools import PooledColumns
 from tfx_tabular.statistics.sketches import (
     DistinctCount,
     TopK,
@@ -41,12 +41,12 @@ from tfx_tabular.statistics.sketches import (
     string_hash,
 )
 
-# The fields of `ScalarStrings.counts`, as `engine.FeatureStatistics` names them.
+# The fields of `ScalarStrings.counts`, as `accumulators.FeatureStatistics` names them.
 FIELDS = ("num_non_missing", "total_bytes", "invalid_utf8")
 
 
 class Limits(NamedTuple):
-    """The sketches' sizes and top-k's rule for long strings (the engine's, as TFDV's)."""
+    """The sketches' sizes and top-k's rule for long strings (the accumulators', as TFDV's)."""
 
     top_values: int  # top-k counters
     distinct_hashes: int  # distinct-count hashes kept

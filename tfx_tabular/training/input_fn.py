@@ -15,6 +15,8 @@ gradient does not depend on its order (each replica gets its own batches).
 from __future__ import annotations
 
 import dataclasses
+import functools
+import logging
 import posixpath
 from typing import Callable, Optional, Sequence, Union
 
@@ -27,6 +29,7 @@ from tfx_tabular.schemas.parsing import feature_spec
 from tfx_tabular.training import columnar
 
 AUTOTUNE = tf.data.AUTOTUNE
+_LOG = logging.getLogger(__name__)
 # Columnar records (thousands of rows each) shuffled whole in a buffer of this many, before the
 # rows of several records are mixed in each batch.
 COLUMNAR_RECORD_SHUFFLE = 16
@@ -82,6 +85,53 @@ def _compression(files: Sequence[str]) -> str:
     return "GZIP" if kinds.pop() else ""
 
 
+@dataclasses.dataclass(frozen=True)
+class RecordChoice:
+    """Which records `input_fn` reads, and why: the columnar batches (`payload`) or, when
+    `payload` is None, the per-row records. The two give the same tensors, but differ in the
+    order of rows and in a training epoch's last partial batch."""
+
+    payload: Optional[columnar.Payload]
+    reason: str
+
+    @property
+    def kind(self) -> str:
+        return "columnar batches" if self.payload is not None else "per-row records"
+
+
+def choose_records(
+    files: Sequence[str], spec: dict, config: InputConfig, columnar_batches: bool
+) -> RecordChoice:
+    """The records to read `files` from: the columnar batches holding the same rows, when they
+    exist and every condition for reading them holds; else the per-row records, with the first
+    condition that failed as the reason."""
+    per_row = functools.partial(RecordChoice, None)
+    if not columnar_batches:
+        return per_row("columnar_batches=False")
+    if config.shuffle_buffer > 1:
+        return per_row(f"shuffle_buffer={config.shuffle_buffer} asks for a record-level shuffle")
+    if not columnar.readable(spec):
+        return per_row("the parsing spec has an entry columnar batches cannot give")
+    payload = columnar.find_payload(files)
+    if payload is None:
+        return per_row(
+            "the files are not all the shards of one split of an Examples artifact with "
+            "columnar batches"
+        )
+    if len(payload.files) < config.workers:
+        # Records are shared out among workers, and a few columnar records (thousands of rows
+        # each) would leave workers without data; per-row blocks are finer.
+        return per_row(f"{len(payload.files)} columnar files for {config.workers} input pipelines")
+    if not columnar.readable_batches(payload.layout, config.batch_size):
+        return per_row(
+            f"batch_size {config.batch_size} is not a multiple of the columnar records' "
+            f"{payload.layout.slice_rows} slice rows"
+        )
+    return RecordChoice(
+        payload, f"the {len(payload.files)} columnar files of split {payload.split} hold its rows"
+    )
+
+
 def input_fn(
     file_pattern: Union[str, Sequence[str]],
     schema: Union[schema_pb2.Schema, str],
@@ -131,7 +181,8 @@ def input_fn(
         per-row shards of one of its splits and `batch_size` is a multiple of their slice rows
         (512 by default): the same tensors, several times faster (see
         docs/trainer.md#columnar-batches). False: always the per-row records. They are also
-        read per row when `shuffle_buffer` asks for an exact record-level shuffle.
+        read per row when `shuffle_buffer` asks for an exact record-level shuffle. Which
+        records are read, and why, is logged (`choose_records` decides).
     """
     if isinstance(schema, str):
         schema = schemas.load_schema(schema)
@@ -157,21 +208,11 @@ def input_fn(
     if split is not None:  # an Examples artifact folder and a split
         patterns = [posixpath.join(patterns[0], f"Split-{split}", "*")]
     files = _files(patterns)
-    payload = (
-        columnar.find_payload(files)
-        if columnar_batches and shuffle_buffer <= 1 and columnar.readable(spec)
-        else None
-    )
-    if (
-        payload is not None
-        and len(payload.files) >= config.workers
-        and columnar.readable_batches(payload.layout, batch_size)
-    ):
+    choice = choose_records(files, spec, config, columnar_batches)
+    _LOG.info("input_fn reads %s: %s", choice.kind, choice.reason)
+    payload = choice.payload
+    if payload is not None:
         files = list(payload.files)
-    else:
-        # Fewer files than workers: records are shared out, and a few columnar records (thousands
-        # of rows each) would leave workers without data; per-row blocks are finer.
-        payload = None
     # Fewer files than workers: every worker reads every file and keeps its share of record
     # blocks, in an order all workers agree on (as tf.data's DATA auto-shard policy does).
     shard_records = config.workers > 1 and len(files) < config.workers

@@ -10,7 +10,6 @@ from tfx.proto import example_gen_pb2, range_config_pb2
 from tfx.types import channel, standard_artifacts, standard_component_specs
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
-from tfx_tabular.components.deprecation import with_renamed
 from tfx_tabular.components.parameters import execution_parameters
 from tfx_tabular.components.parquet_example_gen import driver, executor, spec
 
@@ -59,9 +58,8 @@ class ParquetExampleGen(base_beam_component.BaseBeamComponent):
 
     `compute_example_statistics` (default on): a second output, `statistics`, the
     `ExampleStatistics` stock StatisticsGen would write for the same Examples
-    (`Split-<name>/FeatureStats.pb`), computed while converting (`tfx_tabular.statistics.engine`);
-    stock SchemaGen, ExampleValidator and ParquetSchemaGen read it. (`compute_statistics`, its
-    old spelling, still works for one release, with a DeprecationWarning.)
+    (`Split-<name>/FeatureStats.pb`), computed while converting (`tfx_tabular.statistics`);
+    stock SchemaGen, ExampleValidator and ParquetSchemaGen read it.
 
     `columnar_batch_rows` (default 0: off; `create_pipeline` sets 8192, its trainer being
     TabularTrainer): the same rows also as columnar batch records,
@@ -69,10 +67,8 @@ class ParquetExampleGen(base_beam_component.BaseBeamComponent):
     (layout version, rows per record, features, rows per split; also the artifact's
     `columnar_batch_rows` and `columnar_layout_version` properties). Stock components read only
     the `Split-<name>` folders; `tfx_tabular.input_fn` (TabularTrainer) reads the batches.
-    `table_version`: a Delta Lake version or Iceberg snapshot id to read.
-    `batch_bytes` (default 16 MiB): about this many bytes per batch read and encoded, rows sized
-    by the footers' uncompressed column sizes; wide rows (thousands of columns) come fewer than
-    `batch_size` at a time, and their columnar records hold fewer than `columnar_batch_rows`.
+
+    Every parameter's meaning and default: its declaration in `spec.py`.
     """
 
     SPEC_CLASS = ParquetExampleGenSpec
@@ -97,19 +93,12 @@ class ParquetExampleGen(base_beam_component.BaseBeamComponent):
         compression: Optional[str] = None,
         compression_level: Optional[int] = None,
         num_shards: Optional[int] = None,
-        batch_size: Optional[int] = None,
-        batch_bytes: Optional[int] = None,
+        read_batch_rows: Optional[int] = None,
+        read_batch_bytes: Optional[int] = None,
         columnar_batch_rows: Optional[int] = None,
         compute_example_statistics: Optional[bool] = None,
-        **deprecated,
     ):
         """Parameters left None take their defaults from `spec.PARAMETERS`."""
-        compute_example_statistics = with_renamed(
-            "ParquetExampleGen",
-            {"compute_example_statistics": compute_example_statistics},
-            deprecated,
-            spec.RENAMED_PARAMETERS,
-        )["compute_example_statistics"]
         input_config = input_config or DEFAULT_INPUT_CONFIG
         with_output = (
             spec.PARAMETERS["compute_example_statistics"].default
@@ -140,8 +129,8 @@ class ParquetExampleGen(base_beam_component.BaseBeamComponent):
                 compression=compression,
                 compression_level=compression_level,
                 num_shards=num_shards,
-                batch_size=batch_size,
-                batch_bytes=batch_bytes,
+                read_batch_rows=read_batch_rows,
+                read_batch_bytes=read_batch_bytes,
                 columnar_batch_rows=columnar_batch_rows,
                 compute_example_statistics=(
                     None if compute_example_statistics is None else int(compute_example_statistics)

@@ -10,16 +10,18 @@ from typing import Iterable, Optional
 from tfx.components.example_gen import driver, input_processor
 from tfx.proto import example_gen_pb2, range_config_pb2
 
-from tfx_tabular.source import parquet, tables
+from tfx_tabular.source import tables
+from tfx_tabular.source.filesystems import resolve_filesystem
+from tfx_tabular.source.listing import list_files
 
 
 class _InputProcessor(input_processor.FileBasedInputProcessor):
     def get_input_fingerprint(self, span: int, version: Optional[int]) -> str:
         digest = hashlib.sha256()
-        filesystem, base = parquet.resolve_filesystem(self._input_base_uri)
+        filesystem, base = resolve_filesystem(self._input_base_uri)
         for split in self._splits:
             pattern = self.get_pattern_for_span_version(split.pattern, span, version)
-            for info in parquet.list_files(filesystem, base, [pattern]):
+            for info in list_files(filesystem, base, [pattern]):
                 digest.update(f"{split.name}\0{info.path}\0{info.size}\0{info.mtime_ns}\n".encode())
         # A table version that only removes files leaves every data file as it was.
         for info in tables.log_files(filesystem, base):

@@ -100,7 +100,7 @@ class Executor(BeamExecutor):
                 options,
                 self._make_beam_pipeline(),
                 on_progress=progress.update,
-                statistics_dir=statistics.uri if statistics else None,
+                example_statistics_dir=statistics.uri if statistics else None,
             )
             progress.update(sum(result.rows.values()))
         _record(examples, result, splits.names)

@@ -9,7 +9,6 @@ from tfx.dsl.components.base import base_beam_component, executor_spec
 from tfx.types import channel, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec
 
-from tfx_tabular.components.deprecation import warn_renamed, with_renamed
 from tfx_tabular.components.parameters import execution_parameters
 from tfx_tabular.components.parquet_schema_gen import executor, spec
 
@@ -34,9 +33,6 @@ class ParquetSchemaGen(base_beam_component.BaseBeamComponent):
     no anomaly on the data the schema came from. Or `sample_statistics=True`: string domains up to
     `max_vocabulary_size`, value counts and presence from TFDV over `sample_rows` sampled rows.
     `curated_schema`: a schema.pbtxt path or URI whose features' settings win over the inferred.
-
-    Deprecated for one release (a DeprecationWarning): `example_statistics=` (now `statistics=`)
-    and `statistics=True/False` (a bool: now `sample_statistics=`).
     """
 
     SPEC_CLASS = ParquetSchemaGenSpec
@@ -53,21 +49,8 @@ class ParquetSchemaGen(base_beam_component.BaseBeamComponent):
         sample_rows: Optional[int] = None,
         max_vocabulary_size: Optional[int] = None,
         exclude_columns: Optional[List[str]] = None,
-        **deprecated,
     ):
         """Parameters left None take their defaults from `spec.PARAMETERS`."""
-        if statistics is not None and not isinstance(statistics, channel.BaseChannel):
-            # The previous release's `statistics: bool`, now `sample_statistics`.
-            if sample_statistics is not None:
-                raise TypeError(
-                    "ParquetSchemaGen() got both 'sample_statistics' and a bool 'statistics', "
-                    "its deprecated spelling"
-                )
-            warn_renamed("ParquetSchemaGen", "statistics", "sample_statistics")
-            statistics, sample_statistics = None, bool(statistics)
-        statistics = with_renamed(
-            "ParquetSchemaGen", {spec.STATISTICS: statistics}, deprecated, spec.RENAMED_PARAMETERS
-        )[spec.STATISTICS]
         if (examples is None) == (input_base is None):
             raise ValueError("give exactly one of `examples` and `input_base`")
         super().__init__(

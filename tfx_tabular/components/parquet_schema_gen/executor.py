@@ -35,8 +35,8 @@ class Executor(BeamExecutor):
             exclude_columns=params["exclude_columns"],
             sample_statistics=bool(params["sample_statistics"]),
             sample_rows=params["sample_rows"],
-            max_vocabulary=params["max_vocabulary_size"],
-            curated=params["curated_schema"],
+            max_vocabulary_size=params["max_vocabulary_size"],
+            curated_schema=params["curated_schema"],
             beam_pipeline_args=self._beam_pipeline_args or [],
             examples=bool(examples),
             example_statistics=(

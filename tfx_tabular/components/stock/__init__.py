@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from tfx.dsl.components.base import executor_spec
 
+__all__ = ["without_local_packaging"]
+
 
 def _executor_class(component) -> type:
     """Our executor class for a stock component (imports only its own stock executor)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tfx_tabular.components.parameters import Parameter
+from tfx_tabular.training.task import TASKS
 
 EXAMPLES = "examples"
 SCHEMA = "schema"
@@ -17,22 +18,48 @@ DEFAULT_EVAL_SPLIT = "eval"
 RUN_SUMMARY_FILE = "run_summary.json"
 
 PARAMETERS = {
-    "epochs": Parameter(int, default=1),
-    "batch_size": Parameter(int, default=1024),
-    "label": Parameter(str),
-    # binary, multiclass or regression; unset: inferred from the label (training/task.py).
-    "task": Parameter(str),
-    "model_fn": Parameter(str),
-    "run_fn": Parameter(str),
-    "module_file": Parameter(str),
-    # JSON values for model_fn / run_fn (the stock Tuner's artifact goes to `hyperparameters`).
-    "hyperparameter_values": Parameter(str),
-    "learning_rate": Parameter(float, default=1e-3),
-    "cache": Parameter(str),
-    "distribution": Parameter(str, default="auto"),
-    "gpu_memory_limit_mb": Parameter(int),
-    "mixed_precision": Parameter(int, default=0),
-    # Stock Trainer's key and format (JSON): the user's dict, handed to model_fn / run_fn, plus
-    # the keys TFX's Vertex trainer executor reads (see vertex.py).
-    "custom_config": Parameter(str),
+    "epochs": Parameter(int, default=1, minimum=1, metavar="N", help="passes over the train split"),
+    "batch_size": Parameter(
+        int,
+        default=1024,
+        minimum=1,
+        metavar="ROWS",
+        help="the global training batch (it must divide evenly over the devices)",
+    ),
+    "label": Parameter(str, help="the label column the model learns"),
+    "task": Parameter(
+        str, choices=TASKS, help="the learning task (default: the one the label implies)"
+    ),
+    "model_fn": Parameter(
+        str, metavar="MODULE:FUNCTION", help="package.module:function building the Keras model"
+    ),
+    "run_fn": Parameter(str, help="package.module:function, a stock Trainer run_fn(fn_args)"),
+    "module_file": Parameter(str, help="a Python file defining model_fn, or run_fn"),
+    "hyperparameter_values": Parameter(
+        str,
+        help="JSON values for model_fn / run_fn (the stock Tuner's artifact goes to "
+        "`hyperparameters`)",
+    ),
+    "learning_rate": Parameter(
+        float, default=1e-3, help="the learning rate (Adam's, unless model_fn compiles the model)"
+    ),
+    "cache": Parameter(
+        str, help='cache the parsed batches after the first epoch: "memory" or a file path prefix'
+    ),
+    "distribution": Parameter(
+        str,
+        default="auto",
+        choices=("auto", "mirrored", "multi_worker", "default"),
+        help="the tf.distribute strategy; auto: multi-worker from TF_CONFIG, mirrored over "
+        "local GPUs, else one device",
+    ),
+    "gpu_memory_limit_mb": Parameter(int, minimum=1, help="each GPU's memory, at most"),
+    "mixed_precision": Parameter(
+        int, default=0, switch=True, help="train in mixed float16 precision"
+    ),
+    "custom_config": Parameter(
+        str,
+        help="stock Trainer's key and format (JSON): the user's dict, handed to model_fn / "
+        "run_fn, plus the keys TFX's Vertex trainer executor reads (see vertex.py)",
+    ),
 }

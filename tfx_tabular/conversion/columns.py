@@ -1,5 +1,5 @@
 """The column names of a source, from its footers alone, and the check that the names a command
-line gives (`--label`, `--exclude`, `--split-by-partition`, ...) are among them, with a "did you
+line gives (`--label`, `--exclude-columns`, `--split-by-partition`, ...) are among them, with a "did you
 mean" for near misses.
 
 It reads each Parquet file's footer schema (in parallel), or the source schema an Examples folder
@@ -19,14 +19,19 @@ from typing import Mapping, Optional, Sequence
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from tfx_tabular.source import parquet, tables
+from tfx_tabular.conversion.source_metadata import is_examples_folder, read_source_metadata
+from tfx_tabular.source import tables
+from tfx_tabular.source.errors import ColumnError, InputError
+from tfx_tabular.source.files import open_parquet
+from tfx_tabular.source.filesystems import resolve_filesystem
+from tfx_tabular.source.listing import list_files
 from tfx_tabular.source.mapping import features_of
 
 # How many names a hint lists before "and N more".
 LISTED_NAMES = 12
 
 
-class UnknownColumnError(parquet.InputError):
+class UnknownColumnError(InputError):
     """A name given on the command line that is no column (or partition key) of the source;
     `hint` says what the flag takes."""
 
@@ -46,14 +51,14 @@ class SourceNames:
 
 
 def _footer_schema(filesystem: pafs.FileSystem, path: str) -> pa.Schema:
-    """A file's schema as the conversion reads it (`parquet.open_parquet`)."""
+    """A file's schema as the conversion reads it (`open_parquet`)."""
     try:
         with filesystem.open_input_file(path) as handle:
-            return parquet.open_parquet(handle).schema_arrow
-    except parquet.ColumnError as e:
-        raise parquet.ColumnError(f"{path}: {e}") from None
+            return open_parquet(handle).schema_arrow
+    except ColumnError as e:
+        raise ColumnError(f"{path}: {e}") from None
     except (pa.ArrowException, OSError) as e:
-        raise parquet.InputError(f"{path}: not a readable Parquet file ({e})") from None
+        raise InputError(f"{path}: not a readable Parquet file ({e})") from None
 
 
 def _struct_features(fields: Sequence[pa.Field]) -> list[str]:
@@ -91,9 +96,9 @@ def _data_files(filesystem: pafs.FileSystem, base: str, uri: str) -> tuple[list,
     a Delta Lake or Iceberg table's current snapshot, else the folder's Parquet files."""
     snapshot = tables.read_snapshot(filesystem, base)
     if snapshot is None:
-        relatives = [posixpath.relpath(i.path, base) for i in parquet.list_files(filesystem, base)]
+        relatives = [posixpath.relpath(i.path, base) for i in list_files(filesystem, base)]
         if not relatives:
-            raise parquet.InputError(f"no Parquet files under {uri}")
+            raise InputError(f"no Parquet files under {uri}")
         keys = [key for relative in relatives for key in _partition_keys(relative)]
         return [posixpath.join(base, r) for r in relatives], keys, None
     keys = [key for file in snapshot.files for key, _ in file.partitions]
@@ -105,10 +110,10 @@ def source_names(uri: str) -> SourceNames:
     """The names of a source's columns (over every data file's footer) and partition keys: a
     Parquet folder, a Delta Lake or Iceberg table, or the source an Examples folder
     ParquetExampleGen wrote."""
-    if parquet.is_examples_folder(uri):
-        metadata = parquet.read_source_metadata(uri)
+    if is_examples_folder(uri):
+        metadata = read_source_metadata(uri)
         return _names_of(list(metadata.schema), metadata.partition_columns)
-    filesystem, base = parquet.resolve_filesystem(uri)
+    filesystem, base = resolve_filesystem(uri)
     paths, keys, table_columns = _data_files(filesystem, base, uri)
     with concurrent.futures.ThreadPoolExecutor(16) as pool:
         schemas = list(pool.map(lambda path: _footer_schema(filesystem, path), paths))
