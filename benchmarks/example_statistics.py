@@ -40,7 +40,9 @@ def task_convert(
     examples = os.path.join(output_dir, "examples")
     options = plan.OutputOptions(columnar_batch_rows=layout.DEFAULT_BATCH_ROWS if columnar else 0)
     start = time.perf_counter()
-    result = convert.convert(dataset, examples, splits, options, statistics_dir=statistics_dir)
+    result = convert.convert(
+        dataset, examples, splits, options, example_statistics_dir=statistics_dir
+    )
     rows = sum(result.rows.values())
     if rows != dataset.num_rows:
         raise RuntimeError(f"wrote {rows} rows of {dataset.num_rows}")

@@ -77,7 +77,7 @@ def task_convert(input_base: str, output_dir: str, with_statistics: bool) -> dic
     statistics_dir = os.path.join(output_dir, "statistics") if with_statistics else None
     start, cpu = time.perf_counter(), _cpu_seconds()
     result = convert.convert(
-        dataset, os.path.join(output_dir, "examples"), splits, statistics_dir=statistics_dir
+        dataset, os.path.join(output_dir, "examples"), splits, example_statistics_dir=statistics_dir
     )
     seconds, cpu_seconds = time.perf_counter() - start, _cpu_seconds() - cpu
     rows = sum(result.rows.values())
