@@ -30,18 +30,20 @@ MIN_REPEATS = 5
 
 
 def task_convert(
-    input_base: str, output_dir: str, with_statistics: bool, columnar: bool = False
+    input_base: str, output_dir: str, with_example_statistics: bool, columnar: bool = False
 ) -> dict:
     from tfx_tabular.coders import columnar as layout
     from tfx_tabular.conversion import convert, plan
 
     dataset, splits = plan.plan_conversion(input_base)
-    statistics_dir = os.path.join(output_dir, "statistics") if with_statistics else None
+    example_statistics_dir = (
+        os.path.join(output_dir, "statistics") if with_example_statistics else None
+    )
     examples = os.path.join(output_dir, "examples")
     options = plan.OutputOptions(columnar_batch_rows=layout.DEFAULT_BATCH_ROWS if columnar else 0)
     start = time.perf_counter()
     result = convert.convert(
-        dataset, examples, splits, options, example_statistics_dir=statistics_dir
+        dataset, examples, splits, options, example_statistics_dir=example_statistics_dir
     )
     rows = sum(result.rows.values())
     if rows != dataset.num_rows:
@@ -64,7 +66,7 @@ def task_stock(examples_dir: str, output_dir: str) -> dict:
 
 
 def _convert(
-    ctx: Context, name: str, data: str, target: str, with_statistics: bool, columnar: bool
+    ctx: Context, name: str, data: str, target: str, with_example_statistics: bool, columnar: bool
 ) -> dict:
     shutil.rmtree(target, ignore_errors=True)
     run = harness.run_task(
@@ -73,7 +75,7 @@ def _convert(
         "example_statistics:task_convert",
         input_base=data,
         output_dir=target,
-        with_statistics=with_statistics,
+        with_example_statistics=with_example_statistics,
         columnar=columnar,
     )
     r = run.result
@@ -94,10 +96,10 @@ def run(ctx: Context) -> list[dict]:
     # Untimed: the encoder's JIT kernels reach numba's on-disk cache before the first timing.
     _convert(ctx, "statistics-warm-up", data, os.path.join(out, "warm-up"), True, True)
     for repeat in range(max(ctx.repeats, MIN_REPEATS)):
-        for index, (config, with_statistics, columnar) in enumerate(CONFIGS):
+        for index, (config, with_example_statistics, columnar) in enumerate(CONFIGS):
             target = os.path.join(out, f"{index}-{repeat}")
             sample = _convert(
-                ctx, f"statistics-{index}-{repeat}", data, target, with_statistics, columnar
+                ctx, f"statistics-{index}-{repeat}", data, target, with_example_statistics, columnar
             )
             recorder.add(config, sample)
             if repeat or index:  # stock reads the first conversion's Examples

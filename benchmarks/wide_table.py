@@ -70,14 +70,19 @@ def write_wide_dataset(root: str, rows: int = ROWS, columns: int = COLUMNS) -> s
     return root
 
 
-def task_convert(input_base: str, output_dir: str, with_statistics: bool) -> dict:
+def task_convert(input_base: str, output_dir: str, with_example_statistics: bool) -> dict:
     from tfx_tabular.conversion import convert, plan
 
     dataset, splits = plan.plan_conversion(input_base)
-    statistics_dir = os.path.join(output_dir, "statistics") if with_statistics else None
+    example_statistics_dir = (
+        os.path.join(output_dir, "statistics") if with_example_statistics else None
+    )
     start, cpu = time.perf_counter(), _cpu_seconds()
     result = convert.convert(
-        dataset, os.path.join(output_dir, "examples"), splits, example_statistics_dir=statistics_dir
+        dataset,
+        os.path.join(output_dir, "examples"),
+        splits,
+        example_statistics_dir=example_statistics_dir,
     )
     seconds, cpu_seconds = time.perf_counter() - start, _cpu_seconds() - cpu
     rows = sum(result.rows.values())
@@ -107,12 +112,12 @@ def _values(dataset) -> int:
     return sum(dataset.num_rows - (s.null_count or 0) for s in stats.values())
 
 
-def task_schema(examples_dir: str, statistics_dir: str, schema_path: str) -> dict:
+def task_schema(examples_dir: str, example_statistics_dir: str, schema_path: str) -> dict:
     """`infer-schema` then `show-schema`, as a user types them (their CLI functions, timed)."""
     from tfx_tabular.cli import app
 
     start = time.perf_counter()
-    infer = ["infer-schema", examples_dir, "--example-statistics", statistics_dir]
+    infer = ["infer-schema", examples_dir, "--example-statistics", example_statistics_dir]
     if app.main([*infer, "-o", schema_path]) != 0:
         raise RuntimeError("infer-schema failed")
     inferred = time.perf_counter()
@@ -127,7 +132,9 @@ def task_schema(examples_dir: str, statistics_dir: str, schema_path: str) -> dic
     return {"infer_seconds": inferred - start, "show_seconds": time.perf_counter() - inferred}
 
 
-def _convert(ctx: Context, name: str, data: str, target: str, with_statistics: bool) -> dict:
+def _convert(
+    ctx: Context, name: str, data: str, target: str, with_example_statistics: bool
+) -> dict:
     shutil.rmtree(target, ignore_errors=True)
     run = harness.run_task(
         ctx,
@@ -135,7 +142,7 @@ def _convert(ctx: Context, name: str, data: str, target: str, with_statistics: b
         "wide_table:task_convert",
         input_base=data,
         output_dir=target,
-        with_statistics=with_statistics,
+        with_example_statistics=with_example_statistics,
     )
     r = run.result
     print(
@@ -171,7 +178,7 @@ def run(ctx: Context) -> list[dict]:
         "wide-schema",
         "wide_table:task_schema",
         examples_dir=os.path.join(kept, "examples"),
-        statistics_dir=os.path.join(kept, "statistics"),
+        example_statistics_dir=os.path.join(kept, "statistics"),
         schema_path=os.path.join(out, "schema.pbtxt"),
     ).result
     print(
