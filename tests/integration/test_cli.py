@@ -218,6 +218,14 @@ def test_head_shows_examples_and_parquet_rows(data, examples):
     assert "│ day " in parquet.stdout and "2024-01-01" in parquet.stdout  # the partition column
 
 
+def test_head_shows_gzip_examples(data, tmp_path):
+    out = str(tmp_path / "examples")
+    assert cli("convert", data, out, "--compression", "gzip", "-q").returncode == 0
+    shown = cli("head", out, "-n", "2", "--split", "train")
+    assert shown.returncode == 0, shown.stderr
+    assert "Split-train, first 2 tf.Examples" in " ".join(shown.stdout.split())
+
+
 @pytest.fixture(scope="module")
 def odd_values(tmp_path_factory) -> str:
     """Values a terminal renderer or JSON could get wrong: markup, emoji codes, control

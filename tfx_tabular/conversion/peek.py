@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import gzip
 import posixpath
 import struct
 from typing import Iterator, Optional
@@ -46,8 +45,10 @@ def split_names(examples_uri: str) -> list[str]:
 def _records(filesystem: pafs.FileSystem, path: str) -> Iterator[bytes]:
     """The records of one TFRecord file (TFRecord framing; `.gz` files are gzip streams).
     Checksums are not verified: this is for looking, the Trainer's reader verifies them."""
-    with filesystem.open_input_stream(path) as raw:
-        handle = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
+    # Explicit, not pyarrow's default detection from the extension, which a second gzip reader
+    # on top would decompress twice.
+    compression = "gzip" if path.endswith(".gz") else None
+    with filesystem.open_input_stream(path, compression=compression) as handle:
         while True:
             header = handle.read(12)
             if not header:
