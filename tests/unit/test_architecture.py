@@ -206,7 +206,16 @@ MODULE_ORDER = {
         "dataset",
         "reading",
     ],
-    "coders": ["intrinsics", "wire", "tfrecord", "flatten", "pools", "encoding", "columnar"],
+    "coders": [
+        "intrinsics",
+        "fingerprint",
+        "wire",
+        "tfrecord",
+        "flatten",
+        "pools",
+        "encoding",
+        "columnar",
+    ],
     "statistics": [
         "options",
         "sketches",
