@@ -78,24 +78,27 @@ def _len0to16(data, s, n):
 
 
 @_jit
-def _len17to32(data, s, n):
-    mul = K2 + np.uint64(n) * np.uint64(2)
-    a = load_word(data, s) * K1
+def _mix_ends(data, s, n, mul, k):
+    """The first 16 and last 16 bytes mixed, as both middle lengths begin: (a, b, c, y, u)."""
+    a = load_word(data, s) * k
     b = load_word(data, s + 8)
     c = load_word(data, s + n - 8) * mul
     d = load_word(data, s + n - 16) * K2
-    return _hash_len16(_rotate(a + b, 43) + _rotate(c, 30) + d, a + _rotate(b + K2, 18) + c, mul)
+    return a, b, c, _rotate(a + b, 43) + _rotate(c, 30) + d, a + _rotate(b + K2, 18) + c
+
+
+@_jit
+def _len17to32(data, s, n):
+    mul = K2 + np.uint64(n) * np.uint64(2)
+    _, _, _, y, u = _mix_ends(data, s, n, mul, K1)
+    return _hash_len16(y, u, mul)
 
 
 @_jit
 def _len33to64(data, s, n):
     mul = K2 + np.uint64(n) * np.uint64(2)
-    a = load_word(data, s) * K2
-    b = load_word(data, s + 8)
-    c = load_word(data, s + n - 8) * mul
-    d = load_word(data, s + n - 16) * K2
-    y = _rotate(a + b, 43) + _rotate(c, 30) + d
-    z = _hash_len16(y, a + _rotate(b + K2, 18) + c, mul)
+    a, b, c, y, u = _mix_ends(data, s, n, mul, K2)
+    z = _hash_len16(y, u, mul)
     e = load_word(data, s + 16) * mul
     f = load_word(data, s + 24)
     g = (y + load_word(data, s + n - 32)) * mul
