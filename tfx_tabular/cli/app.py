@@ -119,7 +119,7 @@ def global_flags(for_subcommand: bool) -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from tfx_tabular.cli import data, pipelines
+    from tfx_tabular.cli import data, pipelines, services
 
     parser = Parser(
         prog=PROG,
@@ -132,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     common = global_flags(for_subcommand=True)
     data.add_commands(sub, common)
     pipelines.add_commands(sub, common)
+    services.add_commands(sub, common)
     return parser
 
 

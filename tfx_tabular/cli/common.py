@@ -59,6 +59,7 @@ def error_types() -> dict:
     from tfx_tabular.schemas.infer import LabelError, SchemaError
     from tfx_tabular.source.errors import ColumnError, InputError, InputNotFoundError
     from tfx_tabular.source.mapping import UnsupportedColumnError
+    from tfx_tabular.training.data_service import DataServiceError
 
     return {
         UsageError: (Exit.USAGE, None),
@@ -76,6 +77,7 @@ def error_types() -> dict:
         FileExistsError: (Exit.DATA, None),
         PermissionError: (Exit.DATA, CHECK_PERMISSIONS),
         RunError: (Exit.FAILURE, None),
+        DataServiceError: (Exit.DATA, None),
     }
 
 

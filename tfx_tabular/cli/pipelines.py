@@ -35,6 +35,7 @@ PIPELINE_FLAGS = (
     "train_steps",
     "batch_size",
     "model_fn",
+    "data_service",
     "columnar_batch_rows",
     "with_example_statistics",
     "with_transform",

@@ -60,7 +60,10 @@ PIPELINE_PARAMETERS = {
     "data_root": PipelineParameter(
         EXAMPLE_GEN_ID, "input_base", str, "the Parquet dataset ParquetExampleGen converts"
     ),
-    **{name: _trainer_parameter(name) for name in ("epochs", "batch_size", "learning_rate")},
+    **{
+        name: _trainer_parameter(name)
+        for name in ("epochs", "batch_size", "learning_rate", "data_service")
+    },
 }
 
 
@@ -141,7 +144,8 @@ def _as_runtime_parameters(pipeline):
             runtime = tfx.dsl.experimental.RuntimeParameter(
                 name=name,
                 ptype=parameter.ptype,
-                default=parameter.ptype(value),
+                # An unset text property is "", which the executor reads as unset.
+                default=parameter.ptype() if value is None else parameter.ptype(value),
                 description=parameter.description,
             )
             # The component's own type check, as if it had been built with the RuntimeParameter.

@@ -67,6 +67,7 @@ PARAMETERS = {
     ),
     "with_evaluator": Parameter(bool, default=False, switch=True, help="add stock Evaluator"),
     "distribution": TRAINER["distribution"],
+    "data_service": TRAINER["data_service"],
     "columnar_batch_rows": dataclasses.replace(
         EXAMPLE_GEN["columnar_batch_rows"],
         default=columnar.DEFAULT_BATCH_ROWS,
@@ -142,6 +143,7 @@ class PipelineConfig:
     preprocessing_fn: str = DEFAULT_PREPROCESSING_FN
     with_evaluator: bool = False
     distribution: Optional[str] = None
+    data_service: Optional[str] = None
     columnar_batch_rows: Optional[int] = None
     beam_pipeline_args: Sequence[str] = ()
     enable_cache: bool = True
@@ -207,6 +209,7 @@ def create_pipeline(
     preprocessing_fn: str = DEFAULT_PREPROCESSING_FN,
     with_evaluator: bool = False,
     distribution: Optional[str] = None,
+    data_service: Optional[str] = None,
     columnar_batch_rows: Optional[int] = None,
     beam_pipeline_args: Sequence[str] = (),
     enable_cache: bool = True,
@@ -227,7 +230,8 @@ def create_pipeline(
     pass; False computes none (the schema is then the footers', and a string label needs
     `sample_statistics` or its classes in `curated_schema`). `columnar_batch_rows` (default
     `columnar.DEFAULT_BATCH_ROWS`, as TabularTrainer reads them; 0: per-row Examples only) sets
-    ParquetExampleGen's columnar batch records."""
+    ParquetExampleGen's columnar batch records. `data_service` (a tf.data service
+    dispatcher's HOST:PORT) has its input workers read the Trainer's train split."""
     return build_pipeline(PipelineConfig(**locals()))
 
 
@@ -332,6 +336,7 @@ def _trainer(config: PipelineConfig, example_gen, schema_gen, transform):
         task=config.task,
         model_fn=config.model_fn,
         distribution=config.distribution,
+        data_service=config.data_service,
         vertex_training=config.vertex_training,
     )
 

@@ -43,6 +43,8 @@ class TrainingConfig:
     model_fn: Optional[ModelFn] = None
     model_arguments: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     cache: Optional[str] = None  # input_fn's: "memory" or a file path prefix
+    # input_fn's: a tf.data service dispatcher's HOST:PORT whose workers read the train split.
+    data_service: Optional[str] = None
     # input_fn's: read the Examples' columnar batches when they have them (False: per row).
     columnar_batches: bool = True
     seed: int = 0

@@ -27,6 +27,7 @@ from tfx_tabular import schemas
 from tfx_tabular.schemas.infer import label_of
 from tfx_tabular.schemas.parsing import feature_spec
 from tfx_tabular.training import columnar
+from tfx_tabular.training import data_service as service
 
 AUTOTUNE = tf.data.AUTOTUNE
 _LOG = logging.getLogger(__name__)
@@ -54,10 +55,31 @@ class InputConfig:
     prefetch_to_device: Optional[str]
     ram_budget_bytes: Optional[int]
     threadpool_size: Optional[int]
+    data_service: Optional[str] = None
+    data_service_job: Optional[str] = None
 
     @property
     def workers(self) -> int:
-        return self.input_context.num_input_pipelines if self.input_context is not None else 1
+        """Input pipelines sharing the files out among themselves: one through the service,
+        whose dispatcher shares them out among its workers."""
+        if self.input_context is None or self.data_service:
+            return 1
+        return self.input_context.num_input_pipelines
+
+    def check(self) -> None:
+        if not self.data_service:
+            return
+        if self.cache is not None:
+            raise ValueError(
+                "input_fn: cache cannot be combined with data_service (the service's workers "
+                "read every epoch again); drop one of them"
+            )
+        consumers = self.input_context.num_input_pipelines if self.input_context else 1
+        if consumers > 1 and not self.data_service_job:
+            raise ValueError(
+                f"input_fn: {consumers} input pipelines read from data_service without a "
+                "data_service_job: give them one job name to share, or each reads every row"
+            )
 
 
 def as_ragged(features: dict) -> dict:
@@ -155,6 +177,8 @@ def input_fn(
     transform_output=None,
     split: Optional[str] = None,
     columnar_batches: bool = True,
+    data_service: Optional[str] = None,
+    data_service_job: Optional[str] = None,
 ) -> tf.data.Dataset:
     """A `tf.data.Dataset` of `(features, label)` batches (or `features` without a label).
 
@@ -183,6 +207,11 @@ def input_fn(
         docs/trainer.md#columnar-batches). False: always the per-row records. They are also
         read per row when `shuffle_buffer` asks for an exact record-level shuffle. Which
         records are read, and why, is logged (`choose_records` decides).
+      data_service: a tf.data service dispatcher's HOST:PORT: its workers read and parse the
+        files (each file by one worker per epoch) and this process receives the batches; an
+        address nothing answers at fails within seconds. Not with `cache`.
+      data_service_job: the job name that input pipelines of several trainer workers share
+        (each batch then goes to one of them); None: this pipeline's own job.
     """
     if isinstance(schema, str):
         schema = schemas.load_schema(schema)
@@ -203,7 +232,10 @@ def input_fn(
         prefetch_to_device=prefetch_to_device,
         ram_budget_bytes=ram_budget_bytes,
         threadpool_size=threadpool_size,
+        data_service=data_service,
+        data_service_job=data_service_job,
     )
+    config.check()
     patterns = [file_pattern] if isinstance(file_pattern, str) else list(file_pattern)
     if split is not None:  # an Examples artifact folder and a split
         patterns = [posixpath.join(patterns[0], f"Split-{split}", "*")]
@@ -239,7 +271,10 @@ def _file_dataset(files, config: InputConfig, shard_records: bool) -> tf.data.Da
     dataset = tf.data.Dataset.from_tensor_slices(files)
     if config.workers > 1 and not shard_records:
         dataset = dataset.shard(config.workers, config.input_context.input_pipeline_id)
-    if config.training:  # with record sharding, every worker must shuffle the files alike
+    # Through the service, the dispatcher hands the files out one at a time as workers ask: a
+    # shuffle buffer of all files would have the first worker take them all.
+    if config.training and not config.data_service:
+        # With record sharding, every worker must shuffle the files alike.
         file_seed = 0 if shard_records and config.seed is None else config.seed
         dataset = dataset.shuffle(len(files), seed=file_seed, reshuffle_each_iteration=True)
     return dataset
@@ -290,6 +325,8 @@ def _finished(dataset, config: InputConfig, ordered: bool) -> tf.data.Dataset:
     if config.training:
         dataset = dataset.repeat(config.num_epochs)
     dataset = dataset.with_options(_options(ordered, config))
+    if config.data_service:  # all of the above runs on the service's workers
+        dataset = service.distribute(dataset, config.data_service, config.data_service_job)
     if config.prefetch_to_device:
         return dataset.apply(tf.data.experimental.prefetch_to_device(config.prefetch_to_device))
     return dataset.prefetch(AUTOTUNE)

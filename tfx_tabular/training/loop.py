@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import inspect
 import logging
 import os
@@ -437,12 +438,16 @@ class _Inputs:
     config: TrainingConfig
     transform_output: Any
     step: tf.Variable
+    run_dir: str
 
     def dataset(self, files, *, training: bool):
         # The training dataset repeats without end (input_fn's default `num_epochs`): the train
         # step's fetch then never synchronizes workers over the end of the data.
         # Seeded by the global step: a resumed run does not replay the first epoch's order.
         seed = self.config.seed + int(self.step.numpy())
+        # The train split through the tf.data service, if asked: evaluation stays here (it
+        # reads its split again at every epoch's end, each time a job of its own would start).
+        service = self.config.data_service if training else None
 
         def make(ctx: tf.distribute.InputContext):
             encode = self.task.label_encoder(self.label)
@@ -457,10 +462,18 @@ class _Inputs:
                 seed=seed,
                 input_context=ctx,
                 transform_output=self.transform_output,
+                data_service=service,
+                data_service_job=self._service_job(seed) if service else None,
             )
             return dataset.map(lambda features, labels: (features, encode(labels)))
 
         return self.strategy.distribute_datasets_from_function(make)
+
+    def _service_job(self, seed: int) -> str:
+        """The job every worker of this run shares (so each batch goes to one of them); new with
+        each start or resume of the run, as the seed is."""
+        digest = hashlib.sha256(self.run_dir.encode()).hexdigest()[:16]
+        return f"tfx-tabular-{digest}-{seed}"
 
 
 def train(
@@ -495,7 +508,9 @@ def train(
     with _precision_policy(config.mixed_precision), strategy.scope():
         trainable = _build_trainable(config, model_schema, label, task)
     manager = _restore_checkpoints(trainable, run, base_model)
-    inputs = _Inputs(strategy, schema, label, task, config, transform_output, trainable.step)
+    inputs = _Inputs(
+        strategy, schema, label, task, config, transform_output, trainable.step, run_dir
+    )
     train_data = inputs.dataset(train_files, training=True)
     eval_data = inputs.dataset(eval_files, training=False)
     train_step, evaluate_batches = _step_functions(strategy, trainable, config.batch_size)

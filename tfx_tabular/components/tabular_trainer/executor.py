@@ -171,9 +171,11 @@ class Executor(base_executor.BaseExecutor):
         )
         gpus = strategies.configure_gpus(memory_limit_mb=params["gpu_memory_limit_mb"])
         strategy = strategies.choose_strategy(params["distribution"])
+        service = params["data_service"]
         print(
             f"training with {strategies.strategy_name(strategy)}: "
-            f"{strategy.num_replicas_in_sync} replica(s), {gpus} GPU(s) here",
+            f"{strategy.num_replicas_in_sync} replica(s), {gpus} GPU(s) here"
+            + (f"; train input through the tf.data service at {service}" if service else ""),
             flush=True,
         )
         config = _training_config(params, input_dict, exec_properties, hyperparameters, strategy)

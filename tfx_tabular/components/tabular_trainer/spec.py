@@ -46,6 +46,12 @@ PARAMETERS = {
     "cache": Parameter(
         str, help='cache the parsed batches after the first epoch: "memory" or a file path prefix'
     ),
+    "data_service": Parameter(
+        str,
+        metavar="HOST:PORT",
+        help="a tf.data service dispatcher whose input workers read and parse the train split "
+        "(`tfx-tabular data-service`); default: the trainer reads it",
+    ),
     "distribution": Parameter(
         str,
         default="auto",

@@ -75,11 +75,12 @@ def hyperparameter_values(config: Optional[dict]) -> Optional[dict]:
     return dict(config["values"]) if isinstance(config.get("values"), dict) else dict(config)
 
 
-def dataset_factory(default_schema):
+def dataset_factory(default_schema, data_service: Optional[str] = None):
     """`DataAccessor.tf_dataset_factory` over our `input_fn`, with TFXIO's options: batches of
     `batch_size`, `(features, label)` with `label_key`, shuffled (blocks of records) when
-    `shuffle`, repeated `num_epochs` times (None: forever). Variable-length features come as
-    SparseTensors, as TFXIO gives them, unless the schema declares them ragged."""
+    `shuffle`, repeated `num_epochs` times (None: forever); read by the tf.data service's workers
+    when shuffled and `data_service` is set. Variable-length features come as SparseTensors, as
+    TFXIO gives them, unless the schema declares them ragged."""
 
     def factory(file_pattern, options: TensorFlowDatasetOptions, schema=None) -> tf.data.Dataset:
         schema = schema or default_schema
@@ -94,6 +95,7 @@ def dataset_factory(default_schema):
             training=options.shuffle,
             num_epochs=options.num_epochs,
             seed=options.shuffle_seed,
+            data_service=data_service if options.shuffle else None,
         )
         if not options.shuffle and options.num_epochs != 1:
             dataset = dataset.repeat(options.num_epochs)
@@ -133,5 +135,6 @@ def fn_args(
     args.hyperparameters = hyperparameters_config
     args.train_steps = args.train_steps or default_train_steps
     schema = schemas.load_schema(args.schema_path) if args.schema_path else None
-    args.data_accessor = args.data_accessor._replace(tf_dataset_factory=dataset_factory(schema))
+    factory = dataset_factory(schema, exec_properties.get("data_service") or None)
+    args.data_accessor = args.data_accessor._replace(tf_dataset_factory=factory)
     return args
