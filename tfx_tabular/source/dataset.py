@@ -52,9 +52,11 @@ class Dataset(QuickPickle):
 
     def column_stats(self) -> dict[str, ColumnStats]:
         """Footer statistics per top-level column over all files; a column missing from a file
-        counts as that many nulls, a partition column only its null partitions' rows."""
+        counts as that many nulls, a partition column only its null partitions' rows. Files
+        without rows do not count: their footers hold no statistics (pandas writes one when a
+        filter leaves nothing), which would make every column unknown."""
         merged: dict[str, ColumnStats] = {}
-        for info in self.files:
+        for info in (f for f in self.files if f.num_rows):
             per_file = dict(info.column_stats)
             partitions = dict(info.partitions)
             # A set: Schema.names builds a new list on every access (quadratic for wide files).
@@ -69,7 +71,7 @@ class Dataset(QuickPickle):
                 else:
                     current = ColumnStats(None)
                 merged[name] = merged[name].merge(current) if name in merged else current
-        return merged
+        return {name: merged.get(name, ColumnStats(0)) for name in self.schema.names}
 
     def partition_values(self) -> dict[str, tuple[str, ...]]:
         """Each partition column's distinct values over the files, sorted (nulls left out)."""
