@@ -147,14 +147,14 @@ def _set_domain(target: schema_pb2.Feature, features, max_vocabulary_size: int) 
             target.string_domain.value.extend(sorted(values))
 
 
-_EXACT_DOUBLE = 2**53  # every integer up to this magnitude is a double exactly
+_EXACT_DOUBLE = 2**53  # every integer below this magnitude is a double exactly (2^53 + 1 is not)
 _INT64 = (-(2**63), 2**63 - 1)
 
 
 def _outward_int(value: float, direction: float) -> int:
-    """An integer bound from a double the statistics hold: exact up to 2^53; beyond, the next
+    """An integer bound from a double the statistics hold: exact below 2^53; beyond, the next
     double in `direction` (the integer it rounded from lies between), inside int64."""
-    if abs(value) > _EXACT_DOUBLE:
+    if abs(value) >= _EXACT_DOUBLE:
         value = float(np.nextafter(value, direction))
     return min(max(int(value), _INT64[0]), _INT64[1])
 
