@@ -30,6 +30,7 @@ CONVERSION_FLAGS = {
         "partition_types",
         "decimal_as",
         "table_version",
+        "keep_index_columns",
     ),
     "splits": ("split_keys", "split_by_partition", "eval_last_partitions"),
     "output": (
@@ -49,6 +50,7 @@ SCHEMA_FLAGS = (
     "max_vocabulary_size",
     "curated_schema",
     "exclude_columns",
+    "keep_index_columns",
 )
 
 

@@ -10,7 +10,6 @@ import dataclasses
 from typing import Mapping, Optional, Sequence
 
 import pyarrow as pa
-
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from tfx_tabular.conversion.source_metadata import (
@@ -58,7 +57,7 @@ def _completed(metadata: SourceMetadata, known: Mapping[str, ColumnStats]) -> So
 
 
 def _source_metadata(
-    uri: str, from_examples: bool, exclude_columns: Sequence[str], splits
+    uri: str, from_examples: bool, exclude_columns: Sequence[str], keep_index_columns: bool, splits
 ) -> tuple[SourceMetadata, Optional[Dataset], tuple[str, ...]]:
     """The source's metadata, where its footers say nothing completed by the example
     statistics `splits` or, without them, by a read of those columns of a Parquet folder
@@ -67,7 +66,9 @@ def _source_metadata(
     if from_examples:
         metadata = read_source_metadata(uri).without(exclude_columns)
     else:
-        dataset = open_dataset(uri, exclude_columns=exclude_columns)
+        dataset = open_dataset(
+            uri, exclude_columns=exclude_columns, keep_index_columns=keep_index_columns
+        )
         if splits is None:
             read = tuple(sorted({c for info in dataset.files for c in unknown_columns(info)}))
             dataset = with_read_column_stats(dataset)
@@ -108,9 +109,11 @@ def schema_of(
     beam_pipeline_args: Sequence[str] = (),
     examples: Optional[bool] = None,
     example_statistics: Optional[str] = None,
+    keep_index_columns: bool = False,
 ) -> InferredSchema:
     """Infer the schema of `uri`: an Examples folder ParquetExampleGen wrote (`examples=True`),
-    a Parquet folder (False), or whichever it is (None). `exclude_columns` are left out.
+    a Parquet folder (False), or whichever it is (None). `exclude_columns` are left out, and
+    pandas' index columns of a Parquet folder unless `keep_index_columns`.
     `example_statistics`: an ExampleStatistics folder (`Split-<name>/FeatureStats.pb`) of the
     same data, whose constraints hold on every split (`schemas.example_statistics`).
     `sample_statistics`: TFDV over `sample_rows` sampled rows (`schemas.sample_statistics`).
@@ -130,7 +133,9 @@ def schema_of(
 
         splits = load_example_statistics(example_statistics)
     from_examples = is_examples_folder(uri) if examples is None else examples
-    metadata, dataset, read = _source_metadata(uri, from_examples, exclude_columns, splits)
+    metadata, dataset, read = _source_metadata(
+        uri, from_examples, exclude_columns, bool(keep_index_columns), splits
+    )
     if not curated_schema:
         _check_label_known(metadata, label, uri)
     result = InferredSchema(

@@ -27,8 +27,7 @@ def unknown_columns(info: ParquetFileInfo) -> list[str]:
     return [
         field.name
         for field in info.schema
-        if not pa.types.is_nested(field.type)
-        and not stats.get(field.name, ColumnStats(None)).known
+        if not pa.types.is_nested(field.type) and not stats.get(field.name, ColumnStats(None)).known
     ]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import decimal
+import logging
 import re
 from typing import Mapping, Optional, Sequence
 
@@ -20,6 +21,7 @@ from tfx_tabular.source.filesystems import resolve_filesystem
 from tfx_tabular.source.listing import list_files, table_files
 from tfx_tabular.source.mapping import Feature, features_of, is_bytes_like
 
+log = logging.getLogger(__name__)
 _INTEGER = re.compile(r"^-?\d{1,18}$")
 
 
@@ -275,6 +277,23 @@ def _read_files(
     return filesystem, base, files, snapshot
 
 
+def _ignored_index_columns(
+    files: Sequence[ParquetFileInfo], excluded: set[str], columns: Optional[Sequence[str]]
+) -> set[str]:
+    """The index columns pandas wrote (an index, not data: pandas reads them back as the
+    index), said once. A name that is an index in one file but data in another stays data."""
+    indexes = {name for f in files for name in f.index_columns} - excluded - set(columns or ())
+    data = {name for f in files for name in f.schema.names if name not in f.index_columns}
+    ignored = indexes - data
+    if ignored:
+        log.warning(
+            "ignoring pandas index column(s) %s: pandas reads them back as the index, not as "
+            "data; keep_index_columns (--keep-index-columns) keeps them",
+            ", ".join(sorted(ignored)),
+        )
+    return ignored
+
+
 def open_dataset(
     input_base: str,
     patterns: Sequence[str] = ("*",),
@@ -285,9 +304,11 @@ def open_dataset(
     partition_types: Optional[Mapping[str, str]] = None,
     decimal_as: str = "float",
     table_version: Optional[int] = None,
+    keep_index_columns: bool = False,
 ) -> Dataset:
     """List, read footers (in parallel) and unify the schema of a partitioned Parquet dataset,
-    or of a Delta Lake / Iceberg table's snapshot (its current one, or `table_version`)."""
+    or of a Delta Lake / Iceberg table's snapshot (its current one, or `table_version`).
+    pandas' index columns are left out unless `keep_index_columns` or named in `columns`."""
     filesystem, base, files, snapshot = _read_files(input_base, patterns, table_version)
     types: Mapping[str, object] = dict(partition_types or {})
     excluded = set(exclude_columns)
@@ -309,6 +330,8 @@ def open_dataset(
             )
     if columns is not None:
         excluded |= {name for f in files for name in f.schema.names if name not in set(columns)}
+    if not keep_index_columns:
+        excluded |= _ignored_index_columns(files, excluded, columns)
     files = [
         dataclasses.replace(f, schema=pa.schema([x for x in f.schema if x.name not in excluded]))
         for f in files

@@ -5,6 +5,7 @@ pyarrow 10 cannot read in newer writers' footers (`open_parquet`)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import pickle
 import posixpath
 from typing import Optional, Union
@@ -90,10 +91,13 @@ def _chunk_stats(column: pq.ColumnChunkMetaData, rows: int) -> ColumnStats:
     st = column.statistics
     if st is None or not st.has_null_count:
         return ColumnStats(None)
-    numeric = (
-        column.physical_type in ("BOOLEAN", "INT32", "INT64", "FLOAT", "DOUBLE")
-        and st.logical_type.type in ("NONE", "INT")
-    )
+    numeric = column.physical_type in (
+        "BOOLEAN",
+        "INT32",
+        "INT64",
+        "FLOAT",
+        "DOUBLE",
+    ) and st.logical_type.type in ("NONE", "INT")
     if not numeric:
         return ColumnStats(st.null_count)
     if not st.has_min_max:
@@ -161,6 +165,20 @@ class ParquetFileInfo(QuickPickle):
     column_stats: tuple[tuple[str, ColumnStats], ...] = ()
     # Each column's uncompressed bytes over all row groups, from the footer: how wide a row is.
     column_bytes: tuple[tuple[str, int], ...] = ()
+    # The columns pandas stored its index in (its b"pandas" metadata), which it reads back as
+    # the index, not as data.
+    index_columns: tuple[str, ...] = ()
+
+
+def _pandas_index_columns(schema: pa.Schema) -> tuple[str, ...]:
+    """The index columns pandas' metadata lists: `__index_level_0__` for an unnamed index, the
+    name of a named one. A RangeIndex is stored as metadata only (a dict here), no column."""
+    try:
+        listed = json.loads((schema.metadata or {}).get(b"pandas", b"{}")).get("index_columns", [])
+    except (ValueError, AttributeError):  # metadata another writer filled otherwise
+        return ()
+    names = set(schema.names)
+    return tuple(c for c in listed if isinstance(c, str) and c in names)
 
 
 def _check_unique_names(path: str, schema: pa.Schema) -> None:
@@ -260,4 +278,5 @@ def read_footer(filesystem: pafs.FileSystem, base: str, info: pafs.FileInfo) -> 
         mtime_ns=info.mtime_ns or 0,
         column_stats=stats,
         column_bytes=sizes,
+        index_columns=_pandas_index_columns(schema),
     )
