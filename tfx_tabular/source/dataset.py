@@ -277,6 +277,27 @@ def _read_files(
     return filesystem, base, files, snapshot
 
 
+def _warn_case_twins(files: Sequence[ParquetFileInfo], names: Sequence[str]) -> None:
+    """Columns whose names differ only in case and never meet in one file (`Age` in old files,
+    `age` in new ones): most likely one column renamed, which would become two features, each
+    missing where the other is. Said, not refused: the data converts as it is, and two such
+    columns in one file are two columns (decision 0027)."""
+    spellings: dict[str, list[str]] = {}
+    for name in names:
+        spellings.setdefault(name.casefold(), []).append(name)
+    for twins in (t for t in spellings.values() if len(t) > 1):
+        holders = [next(f for f in files if name in f.schema.names) for name in twins]
+        if any(len(set(twins) & set(f.schema.names)) > 1 for f in files):
+            continue
+        log.warning(
+            "columns %s differ only in case and no file holds two of them (%s): they become "
+            "separate features, each missing where the other is; if they are one column, "
+            "rename it in the files (or exclude_columns / --exclude-columns one)",
+            " and ".join(repr(n) for n in twins),
+            ", ".join(f"{n!r} in {f.relative}" for n, f in zip(twins, holders, strict=True)),
+        )
+
+
 def _ignored_index_columns(
     files: Sequence[ParquetFileInfo], excluded: set[str], columns: Optional[Sequence[str]]
 ) -> set[str]:
@@ -337,6 +358,7 @@ def open_dataset(
         for f in files
     ]
     file_schema = unify_schemas(files, decimal_as)
+    _warn_case_twins(files, file_schema.names)
     partition_fields = [
         p for p in _partition_schema(files, types, file_schema) if p.name not in excluded
     ]
