@@ -180,3 +180,13 @@ def test_int64_domains_from_example_statistics_alone_hold_every_value(sentinels,
     for name, (low, high) in SENTINELS.items():
         assert domains[name][0] <= low and domains[name][1] >= high, name
     assert domains["ends"] == SENTINELS["ends"]
+
+
+def test_a_column_missing_from_older_files_keeps_its_domain(tmp_path):
+    """A file without the column holds no values of it: its nulls count, not its silence."""
+    df = frame()
+    df.drop(columns=["price"]).iloc[:100].to_parquet(tmp_path / "part-0.parquet")
+    df.iloc[100:].reset_index(drop=True).to_parquet(tmp_path / "part-1.parquet")
+    price = by_name(infer(tmp_path))["price"]
+    assert (price.float_domain.min, price.float_domain.max) == (15.0, 64.75)
+    assert not price.HasField("shape") and not price.presence.min_fraction

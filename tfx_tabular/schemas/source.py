@@ -24,7 +24,7 @@ from tfx_tabular.schemas.sample_statistics import (
     SampleStatisticsReport,
     sample_statistics_overlay,
 )
-from tfx_tabular.source.column_reads import unknown_columns, with_read_column_stats
+from tfx_tabular.source.column_reads import read_column_stats
 from tfx_tabular.source.dataset import Dataset, open_dataset
 from tfx_tabular.source.files import ColumnStats
 
@@ -70,8 +70,7 @@ def _source_metadata(
             uri, exclude_columns=exclude_columns, keep_index_columns=keep_index_columns
         )
         if splits is None:
-            read = tuple(sorted({c for info in dataset.files for c in unknown_columns(info)}))
-            dataset = with_read_column_stats(dataset)
+            dataset, read = read_column_stats(dataset)
         metadata = SourceMetadata.of(dataset)
     if splits is not None:
         from tfx_tabular.schemas.example_statistics import column_stats_of

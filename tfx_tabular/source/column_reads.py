@@ -1,5 +1,5 @@
 """Footer statistics completed by reading the columns whose footers say nothing
-(`with_read_column_stats`): footer statistics are an optimisation, and files written without
+(`read_column_stats`): footer statistics are an optimisation, and files written without
 them (pyarrow's write_statistics=False, fastparquet's missing min/max) must still give every
 column its presence and domain. Only the affected columns of the affected files are read, one
 row group at a time."""
@@ -19,7 +19,7 @@ from tfx_tabular.source.files import ColumnStats, ParquetFileInfo, open_parquet
 log = logging.getLogger(__name__)
 
 
-def unknown_columns(info: ParquetFileInfo) -> list[str]:
+def _unknown_columns(info: ParquetFileInfo) -> list[str]:
     """The flat columns of a file with rows whose footer statistics say nothing."""
     if not info.num_rows:
         return []
@@ -58,22 +58,24 @@ def _read_stats(dataset: Dataset, info: ParquetFileInfo, columns: list[str]) -> 
     return dataclasses.replace(info, column_stats=tuple(stats.items()))
 
 
-def with_read_column_stats(dataset: Dataset) -> Dataset:
-    """`dataset` with the statistics its footers lack read from the columns themselves."""
-    wanted = {info.path: unknown_columns(info) for info in dataset.files}
+def read_column_stats(dataset: Dataset) -> tuple[Dataset, tuple[str, ...]]:
+    """`dataset` with the statistics its footers lack read from the columns themselves, and
+    the names of the columns read."""
+    wanted = {info.path: _unknown_columns(info) for info in dataset.files}
     to_read = [info for info in dataset.files if wanted[info.path]]
+    columns = tuple(sorted({name for info in to_read for name in wanted[info.path]}))
     if not to_read:
-        return dataset
-    columns = sorted({name for info in to_read for name in wanted[info.path]})
+        return dataset, columns
     log.info(
-        "footers without statistics for %d column(s) in %d file(s) (e.g. %r in %s): reading them",
+        "footers without statistics for %d column(s) in %d file(s), e.g. %r in %s: reading them",
         len(columns),
         len(to_read),
         columns[0],
         to_read[0].path,
     )
+    # A few files at a time: each read holds one row group of its columns.
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         read = list(pool.map(lambda i: _read_stats(dataset, i, wanted[i.path]), to_read))
     by_path = {info.path: info for info in read}
     files = tuple(by_path.get(info.path, info) for info in dataset.files)
-    return dataclasses.replace(dataset, files=files)
+    return dataclasses.replace(dataset, files=files), columns

@@ -85,19 +85,17 @@ def _leaf_count(t: pa.DataType) -> int:
     return 1
 
 
+# The physical types whose footer min/max are numbers (with logical type none or INT).
+_NUMERIC = ("BOOLEAN", "INT32", "INT64", "FLOAT", "DOUBLE")
+
+
 def _chunk_stats(column: pq.ColumnChunkMetaData, rows: int) -> ColumnStats:
     """A flat column chunk's statistics; unknown where the writer left out what inference
     reads (pyarrow's write_statistics=False; fastparquet writes no min/max)."""
     st = column.statistics
     if st is None or not st.has_null_count:
         return ColumnStats(None)
-    numeric = column.physical_type in (
-        "BOOLEAN",
-        "INT32",
-        "INT64",
-        "FLOAT",
-        "DOUBLE",
-    ) and st.logical_type.type in ("NONE", "INT")
+    numeric = column.physical_type in _NUMERIC and st.logical_type.type in ("NONE", "INT")
     if not numeric:
         return ColumnStats(st.null_count)
     if not st.has_min_max:
