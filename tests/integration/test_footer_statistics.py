@@ -20,6 +20,7 @@ import pytest
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
+from tfx_tabular.training.loop import check_label
 from tfx_tabular.training.task import BINARY, kind_of
 
 WRITERS = Path(__file__).resolve().parent.parent / "writers"
@@ -102,11 +103,12 @@ def test_example_statistics_describe_what_the_footers_do_not(full, tmp_path):
     assert refused.returncode == 1
     assert refused.stderr.count("\n") == 1 and "label 'y'" in refused.stderr
     assert "--example-statistics" in refused.stderr
-    schema = by_name(infer(examples, "--example-statistics", stats))
-    expected = by_name(full)
+    inferred = infer(examples, "--example-statistics", stats)
+    schema, expected = by_name(inferred), by_name(full)
     for name in ("k", "y"):
         assert schema[name] == expected[name]
-    assert kind_of(infer(examples, "--example-statistics", stats), "y") == BINARY
+    check_label(inferred, "y")  # the trainer's check: a value in every row
+    assert kind_of(inferred, "y") == BINARY
     # Floats as written (float32), as the example statistics always give them.
     assert schema["price"].float_domain.min == -10.0 and schema["price"].shape.dim[0].size == 1
 
@@ -138,6 +140,7 @@ def test_a_categorical_label_written_by_fastparquet_stays_binary(tmp_path):
     schema = infer(data)
     label = by_name(schema)["y"]
     assert (label.int_domain.min, label.int_domain.max) == (0, 1) and label.shape.dim
+    check_label(schema, "y")
     assert kind_of(schema, "y") == BINARY
 
 
