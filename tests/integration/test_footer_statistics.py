@@ -6,6 +6,7 @@ doubles are known, a domain that holds every value), and never another task for 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -126,22 +127,38 @@ _FASTPARQUET = textwrap.dedent(
 )
 
 
-def test_a_categorical_label_written_by_fastparquet_stays_binary(tmp_path):
+@pytest.fixture(scope="module")
+def fastparquet_data(tmp_path_factory) -> Path:
+    """The frame with a categorical 0/1 label, written by fastparquet (the writers' environment)
+    with its defaults: no min/max in the footer."""
     sys.path.insert(0, str(WRITERS))
     from environment import writers_python
 
-    script, data = tmp_path / "write.py", tmp_path / "data"
+    root = tmp_path_factory.mktemp("fastparquet")
+    script, data = root / "write.py", root / "data"
     script.write_text(_FASTPARQUET.format(rows=ROWS))
     data.mkdir()
     subprocess.run([writers_python(), str(script), str(data)], check=True, timeout=300)
     footer = pq.read_metadata(data / "part-0.parquet").row_group(0)
     label_chunk = footer.column(pq.read_schema(data / "part-0.parquet").names.index("y"))
     assert not label_chunk.statistics.has_min_max  # what fastparquet writes
-    schema = infer(data)
+    return data
+
+
+def test_a_categorical_label_written_by_fastparquet_stays_binary(fastparquet_data):
+    schema = infer(fastparquet_data)
     label = by_name(schema)["y"]
     assert (label.int_domain.min, label.int_domain.max) == (0, 1) and label.shape.dim
     check_label(schema, "y")
     assert kind_of(schema, "y") == BINARY
+
+
+def test_run_trains_fastparquets_categorical_label_as_binary(fastparquet_data, tmp_path):
+    root = str(tmp_path / "root")
+    args = ["--data-root", str(fastparquet_data), "--pipeline-root", root, "--label", "y"]
+    done = cli("run", *args, "--train-steps", "2", "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert set(json.loads(done.stdout)["training"]["eval"]) == {"auc", "accuracy", "loss"}
 
 
 @pytest.fixture(scope="module")
