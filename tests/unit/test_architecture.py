@@ -121,6 +121,8 @@ PUBLIC_ENTRY_POINTS = {
     "tfx_tabular.components.tabular_trainer.component:__init__",
     "tfx_tabular.training.input_fn:input_fn",
     "tfx_tabular.pipelines.pipeline:create_pipeline",
+    # ParquetSchemaGen's keywords, as infer-schema and the executor hand them on
+    "tfx_tabular.schemas.source:schema_of",
 }
 MAX_PARAMETERS = 10
 
@@ -204,6 +206,7 @@ MODULE_ORDER = {
         "listing",
         "files",
         "dataset",
+        "column_reads",
         "reading",
     ],
     "coders": [

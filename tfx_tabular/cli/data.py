@@ -30,6 +30,7 @@ CONVERSION_FLAGS = {
         "partition_types",
         "decimal_as",
         "table_version",
+        "keep_index_columns",
     ),
     "splits": ("split_keys", "split_by_partition", "eval_last_partitions"),
     "output": (
@@ -49,6 +50,7 @@ SCHEMA_FLAGS = (
     "max_vocabulary_size",
     "curated_schema",
     "exclude_columns",
+    "keep_index_columns",
 )
 
 
@@ -210,10 +212,15 @@ def cmd_infer_schema(args) -> dict:
         if inferred.from_examples
         else f"{inferred.num_files} Parquet footers"
     )
+    passes = (
+        f"read {len(inferred.read_columns)} columns whose footers hold no statistics"
+        if inferred.read_columns
+        else f"no pass over the {inferred.metadata.num_rows:,} rows"
+    )
     say(
         args,
         f"inferred {len(inferred.schema.feature)} features from {source} in "
-        f"{seconds:.2f} s (no pass over the {inferred.metadata.num_rows:,} rows)",
+        f"{seconds:.2f} s ({passes})",
     )
     document = {
         "output": args.output,
@@ -221,6 +228,7 @@ def cmd_infer_schema(args) -> dict:
         "rows": inferred.metadata.num_rows,
         "from_examples": inferred.from_examples,
         "parquet_files": inferred.num_files,
+        "read_columns": list(inferred.read_columns),
         "seconds": round(seconds, 3),
     }
     if inferred.sample_statistics is not None:

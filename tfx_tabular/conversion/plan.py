@@ -119,6 +119,7 @@ class SourceOptions:
     partition_types: Optional[Mapping[str, str]] = None
     decimal_as: str = "float"
     table_version: Optional[int] = None  # a Delta Lake version or Iceberg snapshot id to read
+    keep_index_columns: bool = False  # pandas' index columns as features too
 
 
 def plan_conversion(
@@ -135,6 +136,7 @@ def plan_conversion(
         partition_types=options.partition_types,
         decimal_as=options.decimal_as,
         table_version=options.table_version,
+        keep_index_columns=bool(options.keep_index_columns),
     )
     if len(patterns) > 1:
         return dataset, splits_by_patterns(dataset, patterns)

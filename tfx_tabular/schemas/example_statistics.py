@@ -9,8 +9,13 @@ that data.
 * string_domain: the union of every split's values, when each split's value list is complete
   (its counts add up to the split's values, no invalid UTF-8 or oversized placeholder) and the
   union has at most `max_vocabulary_size` values;
-* int_domain / float_domain (where the footers set one): the smallest and largest value written
-  over all splits (float32, as written, so rounding cannot put a value outside).
+* float_domain (where the footers set one): the smallest and largest value written over all
+  splits (float32, as written, so rounding cannot put a value outside); int_domain stays the
+  footers' exact bounds, as the statistics hold integers as doubles.
+
+Where the footers say nothing of a column (files written without statistics), `column_stats_of`
+gives schema inference the null counts and extremes these statistics hold instead: integers
+beyond 2^53, which a double cannot hold exactly, widened outward to the next double.
 """
 
 from __future__ import annotations
@@ -18,11 +23,13 @@ from __future__ import annotations
 import posixpath
 from typing import Mapping, Optional
 
+import numpy as np
 import pyarrow.fs as pafs
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
 from tfx_tabular import statistics
 from tfx_tabular.source.errors import InputError
+from tfx_tabular.source.files import ColumnStats
 from tfx_tabular.source.filesystems import resolve_filesystem
 
 _PLACEHOLDERS = {statistics.NON_UTF8_PLACEHOLDER, statistics.LARGE_BYTES_PLACEHOLDER}
@@ -133,14 +140,42 @@ def _set_domain(target: schema_pb2.Feature, features, max_vocabulary_size: int) 
     if target.HasField("float_domain") and numbers:
         target.float_domain.min = min(n.min for n in numbers)
         target.float_domain.max = max(n.max for n in numbers)
-    elif target.HasField("int_domain") and numbers:
-        target.int_domain.min = int(min(n.min for n in numbers))
-        target.int_domain.max = int(max(n.max for n in numbers))
     elif target.type == schema_pb2.BYTES and target.WhichOneof("domain_info") is None:
         values = _string_values(features)
         if values and len(values) <= max_vocabulary_size:
             target.string_domain.name = target.name
             target.string_domain.value.extend(sorted(values))
+
+
+_EXACT_DOUBLE = 2**53  # every integer below this magnitude is a double exactly (2^53 + 1 is not)
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _outward_int(value: float, direction: float) -> int:
+    """An integer bound from a double the statistics hold: exact below 2^53; beyond, the next
+    double in `direction` (the integer it rounded from lies between), inside int64."""
+    if abs(value) >= _EXACT_DOUBLE:
+        value = float(np.nextafter(value, direction))
+    return min(max(int(value), _INT64[0]), _INT64[1])
+
+
+def column_stats_of(
+    splits: Mapping[str, statistics_pb2.DatasetFeatureStatisticsList],
+) -> dict[str, ColumnStats]:
+    """Each top-level feature's null count and extremes over every split, as footer statistics
+    give them (integer extremes widened outward where a double cannot hold them)."""
+    result = {}
+    for name, features in _by_feature(splits).items():
+        nulls = sum(_common(f).num_missing for f in features)
+        numbers = [f for f in features if f.num_stats.common_stats.tot_num_values]
+        if not numbers:
+            result[name] = ColumnStats(nulls)
+            continue
+        low, high = min(f.num_stats.min for f in numbers), max(f.num_stats.max for f in numbers)
+        if numbers[0].type == statistics_pb2.FeatureNameStatistics.INT:
+            low, high = _outward_int(low, -np.inf), _outward_int(high, np.inf)
+        result[name] = ColumnStats(nulls, low, high)
+    return result
 
 
 def apply_example_statistics(

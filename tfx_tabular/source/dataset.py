@@ -7,6 +7,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import decimal
+import logging
 import re
 from typing import Mapping, Optional, Sequence
 
@@ -20,6 +21,7 @@ from tfx_tabular.source.filesystems import resolve_filesystem
 from tfx_tabular.source.listing import list_files, table_files
 from tfx_tabular.source.mapping import Feature, features_of, is_bytes_like
 
+log = logging.getLogger(__name__)
 _INTEGER = re.compile(r"^-?\d{1,18}$")
 
 
@@ -52,9 +54,11 @@ class Dataset(QuickPickle):
 
     def column_stats(self) -> dict[str, ColumnStats]:
         """Footer statistics per top-level column over all files; a column missing from a file
-        counts as that many nulls, a partition column only its null partitions' rows."""
+        counts as that many nulls, a partition column only its null partitions' rows. Files
+        without rows do not count: their footers hold no statistics (pandas writes one when a
+        filter leaves nothing), which would make every column unknown."""
         merged: dict[str, ColumnStats] = {}
-        for info in self.files:
+        for info in (f for f in self.files if f.num_rows):
             per_file = dict(info.column_stats)
             partitions = dict(info.partitions)
             # A set: Schema.names builds a new list on every access (quadratic for wide files).
@@ -69,7 +73,7 @@ class Dataset(QuickPickle):
                 else:
                     current = ColumnStats(None)
                 merged[name] = merged[name].merge(current) if name in merged else current
-        return merged
+        return {name: merged.get(name, ColumnStats(0)) for name in self.schema.names}
 
     def partition_values(self) -> dict[str, tuple[str, ...]]:
         """Each partition column's distinct values over the files, sorted (nulls left out)."""
@@ -273,6 +277,44 @@ def _read_files(
     return filesystem, base, files, snapshot
 
 
+def _warn_case_twins(files: Sequence[ParquetFileInfo], names: Sequence[str]) -> None:
+    """Columns whose names differ only in case and never meet in one file (`Age` in old files,
+    `age` in new ones): most likely one column renamed, which would become two features, each
+    missing where the other is. Said, not refused: the data converts as it is, and two such
+    columns in one file are two columns (decision 0027)."""
+    spellings: dict[str, list[str]] = {}
+    for name in names:
+        spellings.setdefault(name.casefold(), []).append(name)
+    for twins in (t for t in spellings.values() if len(t) > 1):
+        holders = [next(f for f in files if name in f.schema.names) for name in twins]
+        if any(len(set(twins) & set(f.schema.names)) > 1 for f in files):
+            continue
+        log.warning(
+            "columns %s differ only in case and no file holds two of them (%s): they become "
+            "separate features, each missing where the other is; if they are one column, "
+            "rename it in the files (or exclude_columns / --exclude-columns one)",
+            " and ".join(repr(n) for n in twins),
+            ", ".join(f"{n!r} in {f.relative}" for n, f in zip(twins, holders, strict=True)),
+        )
+
+
+def _ignored_index_columns(
+    files: Sequence[ParquetFileInfo], excluded: set[str], columns: Optional[Sequence[str]]
+) -> set[str]:
+    """The index columns pandas wrote (an index, not data: pandas reads them back as the
+    index), said once. A name that is an index in one file but data in another stays data."""
+    indexes = {name for f in files for name in f.index_columns} - excluded - set(columns or ())
+    data = {name for f in files for name in f.schema.names if name not in f.index_columns}
+    ignored = indexes - data
+    if ignored:
+        log.warning(
+            "ignoring pandas index column(s) %s: pandas reads them back as the index, not as "
+            "data; keep_index_columns (--keep-index-columns) keeps them",
+            ", ".join(sorted(ignored)),
+        )
+    return ignored
+
+
 def open_dataset(
     input_base: str,
     patterns: Sequence[str] = ("*",),
@@ -283,9 +325,11 @@ def open_dataset(
     partition_types: Optional[Mapping[str, str]] = None,
     decimal_as: str = "float",
     table_version: Optional[int] = None,
+    keep_index_columns: bool = False,
 ) -> Dataset:
     """List, read footers (in parallel) and unify the schema of a partitioned Parquet dataset,
-    or of a Delta Lake / Iceberg table's snapshot (its current one, or `table_version`)."""
+    or of a Delta Lake / Iceberg table's snapshot (its current one, or `table_version`).
+    pandas' index columns are left out unless `keep_index_columns` or named in `columns`."""
     filesystem, base, files, snapshot = _read_files(input_base, patterns, table_version)
     types: Mapping[str, object] = dict(partition_types or {})
     excluded = set(exclude_columns)
@@ -307,11 +351,14 @@ def open_dataset(
             )
     if columns is not None:
         excluded |= {name for f in files for name in f.schema.names if name not in set(columns)}
+    if not keep_index_columns:
+        excluded |= _ignored_index_columns(files, excluded, columns)
     files = [
         dataclasses.replace(f, schema=pa.schema([x for x in f.schema if x.name not in excluded]))
         for f in files
     ]
     file_schema = unify_schemas(files, decimal_as)
+    _warn_case_twins(files, file_schema.names)
     partition_fields = [
         p for p in _partition_schema(files, types, file_schema) if p.name not in excluded
     ]

@@ -5,6 +5,7 @@ pyarrow 10 cannot read in newer writers' footers (`open_parquet`)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import pickle
 import posixpath
 from typing import Optional, Union
@@ -22,23 +23,32 @@ from tfx_tabular.source.listing import partitions_of
 class ColumnStats:
     """Footer statistics of a top-level non-nested column, over a file or a dataset.
 
-    `null_count` is None when some row group has no statistics; min/max only for numbers and bools.
+    `null_count` None: the footers say nothing of the column somewhere (a row group written
+    without statistics, or numbers with values but no min/max): unknown, not "has nulls".
+    Otherwise min/max (numbers and bools only) are over the values there are; None when there
+    are none (every row null) or the type has none.
     """
 
     null_count: Optional[int]
     min: Optional[Union[int, float, bool]] = None
     max: Optional[Union[int, float, bool]] = None
 
+    @property
+    def known(self) -> bool:
+        return self.null_count is not None
+
     def merge(self, other: ColumnStats) -> ColumnStats:
-        nulls = (
-            None
-            if self.null_count is None or other.null_count is None
-            else self.null_count + other.null_count
-        )
+        if not (self.known and other.known):
+            return ColumnStats(None)
+        # A side without min/max holds no values (an all-null row group, a file without the
+        # column): the other side's extremes are the column's.
         lows = [v for v in (self.min, other.min) if v is not None]
         highs = [v for v in (self.max, other.max) if v is not None]
-        both = self.min is not None and other.min is not None
-        return ColumnStats(nulls, min(lows) if both else None, max(highs) if both else None)
+        return ColumnStats(
+            self.null_count + other.null_count,
+            min(lows) if lows else None,
+            max(highs) if highs else None,
+        )
 
 
 # What avoids an encoding pyarrow 10 cannot decode, in the writers that choose it.
@@ -75,6 +85,25 @@ def _leaf_count(t: pa.DataType) -> int:
     return 1
 
 
+# The physical types whose footer min/max are numbers (with logical type none or INT).
+_NUMERIC = ("BOOLEAN", "INT32", "INT64", "FLOAT", "DOUBLE")
+
+
+def _chunk_stats(column: pq.ColumnChunkMetaData, rows: int) -> ColumnStats:
+    """A flat column chunk's statistics; unknown where the writer left out what inference
+    reads (pyarrow's write_statistics=False; fastparquet writes no min/max)."""
+    st = column.statistics
+    if st is None or not st.has_null_count:
+        return ColumnStats(None)
+    numeric = column.physical_type in _NUMERIC and st.logical_type.type in ("NONE", "INT")
+    if not numeric:
+        return ColumnStats(st.null_count)
+    if not st.has_min_max:
+        # No values, or values whose extremes the writer did not record.
+        return ColumnStats(st.null_count) if st.null_count >= rows else ColumnStats(None)
+    return ColumnStats(st.null_count, st.min, st.max)
+
+
 def _footer_stats(
     metadata: pq.FileMetaData, schema: pa.Schema
 ) -> tuple[tuple[tuple[str, ColumnStats], ...], tuple[tuple[str, int], ...]]:
@@ -96,18 +125,7 @@ def _footer_stats(
                 sizes[owners[c]] += column.total_uncompressed_size
             if column.path_in_schema not in flat:
                 continue
-            st = column.statistics
-            numeric = (
-                st is not None
-                and st.has_min_max
-                and column.physical_type in ("BOOLEAN", "INT32", "INT64", "FLOAT", "DOUBLE")
-                and st.logical_type.type in ("NONE", "INT")
-            )
-            current = ColumnStats(
-                st.null_count if st is not None and st.has_null_count else None,
-                st.min if numeric else None,
-                st.max if numeric else None,
-            )
+            current = _chunk_stats(column, group.num_rows)
             name = column.path_in_schema
             stats[name] = stats[name].merge(current) if name in stats else current
     return tuple(stats.items()), tuple(sizes.items())
@@ -145,6 +163,20 @@ class ParquetFileInfo(QuickPickle):
     column_stats: tuple[tuple[str, ColumnStats], ...] = ()
     # Each column's uncompressed bytes over all row groups, from the footer: how wide a row is.
     column_bytes: tuple[tuple[str, int], ...] = ()
+    # The columns pandas stored its index in (its b"pandas" metadata), which it reads back as
+    # the index, not as data.
+    index_columns: tuple[str, ...] = ()
+
+
+def _pandas_index_columns(schema: pa.Schema) -> tuple[str, ...]:
+    """The index columns pandas' metadata lists: `__index_level_0__` for an unnamed index, the
+    name of a named one. A RangeIndex is stored as metadata only (a dict here), no column."""
+    try:
+        listed = json.loads((schema.metadata or {}).get(b"pandas", b"{}")).get("index_columns", [])
+    except (ValueError, AttributeError):  # metadata another writer filled otherwise
+        return ()
+    names = set(schema.names)
+    return tuple(c for c in listed if isinstance(c, str) and c in names)
 
 
 def _check_unique_names(path: str, schema: pa.Schema) -> None:
@@ -244,4 +276,5 @@ def read_footer(filesystem: pafs.FileSystem, base: str, info: pafs.FileInfo) -> 
         mtime_ns=info.mtime_ns or 0,
         column_stats=stats,
         column_bytes=sizes,
+        index_columns=_pandas_index_columns(schema),
     )

@@ -68,6 +68,13 @@ PARAMETERS = {
         metavar="VERSION",
         help="a Delta Lake version or Iceberg snapshot id to read (default: the current one)",
     ),
+    "keep_index_columns": Parameter(
+        int,
+        default=int(SourceOptions.keep_index_columns),
+        switch=True,
+        help="keep pandas' index columns (__index_level_0__, a named index) as features; "
+        "pandas reads them back as the index, so they are left out by default",
+    ),
     "compression": Parameter(
         str,
         default=OutputOptions.compression,

@@ -49,6 +49,7 @@ class ParquetSchemaGen(base_beam_component.BaseBeamComponent):
         sample_rows: Optional[int] = None,
         max_vocabulary_size: Optional[int] = None,
         exclude_columns: Optional[List[str]] = None,
+        keep_index_columns: Optional[bool] = None,
     ):
         """Parameters left None take their defaults from `spec.PARAMETERS`."""
         if (examples is None) == (input_base is None):
@@ -64,6 +65,7 @@ class ParquetSchemaGen(base_beam_component.BaseBeamComponent):
                 sample_rows=sample_rows,
                 max_vocabulary_size=max_vocabulary_size,
                 exclude_columns=exclude_columns,
+                keep_index_columns=None if keep_index_columns is None else int(keep_index_columns),
                 schema=channel.Channel(type=standard_artifacts.Schema),
             )
         )

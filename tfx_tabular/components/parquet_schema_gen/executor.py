@@ -33,6 +33,7 @@ class Executor(BeamExecutor):
             source,
             label=params["label"] or None,
             exclude_columns=params["exclude_columns"],
+            keep_index_columns=bool(params["keep_index_columns"]),
             sample_statistics=bool(params["sample_statistics"]),
             sample_rows=params["sample_rows"],
             max_vocabulary_size=params["max_vocabulary_size"],

@@ -46,4 +46,11 @@ PARAMETERS = {
     "exclude_columns": Parameter(
         List[str], default=[], metavar="COLUMN,...", help="drop these columns (comma-separated)"
     ),
+    "keep_index_columns": Parameter(
+        int,
+        default=0,
+        switch=True,
+        help="from a Parquet folder: keep pandas' index columns (__index_level_0__, a named "
+        "index) as features, as the conversion's keep_index_columns does",
+    ),
 }
