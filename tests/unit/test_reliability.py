@@ -80,8 +80,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import IN_MEMORY_BEAM
 from test_convert import assert_published, features, read_split, run
 
+from tfx_tabular.conversion import convert as conversion
 from tfx_tabular.conversion import plan
 from tfx_tabular.conversion.plan import OutputOptions, Splits, splits_by_partition
 from tfx_tabular.conversion.source_metadata import SourceMetadata, read_source_metadata
@@ -604,6 +606,40 @@ def test_nan_and_infinities_round_trip(tmp_path):
     got = parsed["f64"].to_list()
     assert [len(g) for g in got] == [1] * 7 + [0]  # a null is an empty row, never a made-up 0
     assert same_floats([g[0] for g in got[:7]], [f32(v) for v in f64[:7]])
+
+
+NON_FINITE = {
+    "f64": [float("nan"), float("inf"), -float("inf"), 1e300, -1e300, 1.0, None],
+    "floats": [[float("nan"), float("nan")], [], [float("inf")], None, [-1e300], [0.0], [1.0]],
+    "fine": [1.0, 2.0, None, 4.0, 5.0, 6.0, 7.0],
+}
+
+
+@pytest.mark.parametrize("with_statistics", [False, True])
+def test_non_finite_values_are_counted_as_written_and_warned_about(
+    tmp_path, caplog, with_statistics
+):
+    """Per float feature, its NaN, +inf and -inf as the Examples hold them (float64 beyond float32's
+    range is ±inf there), whether or not the example statistics are computed: a warning each."""
+    write(tmp_path / "in" / "part.parquet", pa.table({"id": range(7), **NON_FINITE}))
+    dataset = open_dataset(str(tmp_path / "in"))
+    statistics = str(tmp_path / "statistics") if with_statistics else None
+    with caplog.at_level("WARNING", logger="tfx_tabular.conversion.convert"):
+        result = conversion.convert(
+            dataset,
+            str(tmp_path / "out"),
+            ONE_SPLIT,
+            OutputOptions(num_shards=2),
+            beam_pipeline_args=IN_MEMORY_BEAM,
+            example_statistics_dir=statistics,
+        )
+    counted = {c.feature: (c.nan, c.pos_inf, c.neg_inf) for c in result.non_finite}
+    assert counted == {"f64": (1, 2, 2), "floats": (2, 1, 1)}
+    assert [r.getMessage() for r in caplog.records] == result.warnings
+    assert result.warnings[0] == (
+        "column 'f64' holds non-finite values (2 +inf, 2 -inf, 1 NaN in 7 rows), kept in the "
+        "Examples as written; see docs/examplegen.md#non-finite-values"
+    )
 
 
 def test_time_of_day_and_duration_columns_round_trip(tmp_path):

@@ -91,6 +91,8 @@ def run_conversion(
         _discard(staging)
         raise
     result.seconds = time.perf_counter() - start
+    for line in result.warnings:
+        log.warning(line)
     return result
 
 

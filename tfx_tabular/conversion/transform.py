@@ -230,6 +230,7 @@ class ConvertShard(beam.DoFn):
     def setup(self):
         allocator.reuse_freed_memory()
         self._features = self._dataset.features
+        self._written_names = [f.name for f in flatten.written_order(self._features)]
         # A record's bytes per row beyond the values: each feature's key and field headers.
         self._key_bytes = sum(len(f.name.encode()) + 8 for f in self._features)
         self._key_features = (
@@ -268,9 +269,14 @@ class ConvertShard(beam.DoFn):
             return
         if written is None:  # another shard failed: this one stopped, and counts nothing
             return
+        rows, non_finite = written
         row_counts = {
             "shard": shard_index,
-            "rows": dict(zip(self._splits.names, written.tolist(), strict=True)),
+            "rows": dict(zip(self._splits.names, rows.tolist(), strict=True)),
+            "non_finite": {
+                self._written_names[f]: non_finite[f].tolist()
+                for f in np.flatnonzero(non_finite.any(axis=1))
+            },
         }
         with FileSystems.create(
             posixpath.join(self._temp_dir, ROW_COUNTS_DIR, f"shard-{shard_index:05d}.json")
@@ -292,9 +298,9 @@ class ConvertShard(beam.DoFn):
                 path = columnar_part(self._temp_dir, name, shard_index, count, self._options)
                 writers.append(_FileWriter(path, self._options))
 
-    def _convert(self, shard_index: int) -> Optional[np.ndarray]:
-        """Writes the shard's files (and statistics parts); returns its rows per split, or None
-        if it stopped because another shard failed."""
+    def _convert(self, shard_index: int) -> Optional[tuple[np.ndarray, np.ndarray]]:
+        """Writes the shard's files (and statistics parts); returns its rows per split and its
+        non-finite counts (`_write_shard`), or None if it stopped because another shard failed."""
         names = self._splits.names
         writers: list[_FileWriter] = []
         try:
@@ -328,14 +334,16 @@ class ConvertShard(beam.DoFn):
         shard_index: int,
         writers: list[_FileWriter],
         split_statistics: Optional[list[statistics.SplitStatistics]],
-    ) -> Optional[np.ndarray]:
+    ) -> Optional[tuple[np.ndarray, np.ndarray]]:
         """Encodes the shard's row groups into the split writers (and their rows into
-        `split_statistics`, if given); returns rows per split, or None if it stopped because
-        another shard failed."""
+        `split_statistics`, if given); returns rows per split and each written feature's count
+        of NaN, +inf and -inf values ([feature, 3], in `_written_names`' order), or None if it
+        stopped because another shard failed."""
         splits = len(self._splits.names)
         writers, columnar_writers = writers[:splits], writers[splits:]
         batches = _ColumnarBatches(self._features, columnar_writers, self._options)
         rows = np.zeros(len(writers), dtype=np.int64)
+        non_finite = np.zeros((len(self._written_names), 3), np.int64)
         progress = _ShardProgress(self._temp_dir, shard_index)
         for file_index, row_groups in self._shards[shard_index]:
             info = self._dataset.files[file_index]
@@ -360,6 +368,7 @@ class ConvertShard(beam.DoFn):
                 pooled = PooledColumns(columns)
                 split_ids = self._write_batch(writers, rows, batch, pooled, info.relative, step)
                 batches.add(pooled, split_ids)
+                pooled.count_non_finite(non_finite)
                 if split_statistics is not None:
                     statistics.add_batch(split_statistics, columns, pooled, split_ids)
                 progress.add(len(split_ids))
@@ -370,7 +379,7 @@ class ConvertShard(beam.DoFn):
                     return None
         batches.flush()
         progress.write()
-        return rows
+        return rows, non_finite
 
     def _batch_rows(self, info: ParquetFileInfo, with_example_statistics: bool) -> tuple[int, int]:
         """Rows of `info` read at a time, and encoded at a time: `read_batch_rows` (with statistics,
