@@ -399,3 +399,13 @@ def test_errors_inside_the_conversion_on_worker_processes(inside, tmp_path, case
     )
     assert_one_line_naming(failed, os.path.join(source, "bad.parquet"), column)
     assert_nothing_left(out, statistics)
+
+
+@pytest.mark.slow  # a pipeline run, whose first component fails
+def test_an_error_inside_the_conversion_of_a_pipeline_run_is_one_line(inside, tmp_path):
+    """ParquetExampleGen runs the same conversion inside `run`: the same line, exit code 1."""
+    source, _, column = inside["null_inside_a_list"]
+    command = [sys.executable, "-m", "tfx_tabular.cli", "run", "--data-root", source]
+    command += ["--pipeline-root", str(tmp_path / "root"), "--label", "id"]
+    failed = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert_one_line_naming(failed, os.path.join(source, "bad.parquet"), column)
