@@ -304,3 +304,31 @@ def test_convert_writes_example_statistics_and_show_statistics_renders_them(data
     assert one.returncode == 0, one.stderr
     wrong = cli("show-statistics", stats, "-o", page, "--split", "test")
     assert wrong.returncode == 2 and "no split 'test'" in wrong.stderr
+
+
+def test_convert_warns_of_non_finite_values_on_stderr_and_in_its_json(tmp_path):
+    """Pandas keeps ±inf and writes NaN as null (no value); pyarrow writes NaN as NaN."""
+    import numpy as np
+    import pandas as pd
+
+    (tmp_path / "in").mkdir()
+    x = np.linspace(0.0, 1.0, 10_000)
+    x[:50], x[50:53] = np.inf, np.nan
+    pd.DataFrame({"x": x, "y": np.arange(10_000.0)}).to_parquet(tmp_path / "in" / "pandas.parquet")
+    pq.write_table(
+        pa.table({"x": [float("nan"), -float("inf")], "y": [1.0, 2.0]}),
+        tmp_path / "in" / "pyarrow.parquet",
+    )
+    converted = cli("convert", str(tmp_path / "in"), str(tmp_path / "out"), "--json")
+    assert converted.returncode == 0, converted.stderr
+    line = (
+        "column 'x' holds non-finite values (50 +inf, 1 -inf, 1 NaN in 10,002 rows), kept in the "
+        "Examples as written; see docs/examplegen.md#non-finite-values"
+    )
+    document = json.loads(converted.stdout)
+    assert document["warnings"] == [line]
+    assert document["non_finite_values"] == {"x": {"nan": 1, "pos_inf": 50, "neg_inf": 1}}
+    assert f"WARNING: {line}" in converted.stderr.splitlines()
+    quiet = cli("convert", str(tmp_path / "in"), str(tmp_path / "quiet"), "--json", "-q")
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+    assert json.loads(quiet.stdout)["warnings"] == [line]

@@ -4,13 +4,17 @@ a hint, exit code 1 for bad input (missing, unreadable, not writable, wrong cont
 
 The matrix runs the CLI's main() in this process (each case a fraction of a second: the checks
 come before any conversion, TFX run or request); a few cases run as a subprocess, to prove that
-nothing else (a traceback, TFX's or Beam's logs) reaches stderr."""
+nothing else (a traceback, TFX's or Beam's logs) reaches stderr. Errors raised inside the
+conversion (bad values, a corrupt page) run `convert` as a subprocess with its default runner
+mode, at the end."""
 
+import decimal
 import os
 import subprocess
 import sys
 import warnings
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -247,3 +251,161 @@ def test_a_failing_component_inside_run_is_one_line_and_exit_code_3(files):
     ]
     assert failed.stderr.startswith("tfx-tabular: error: ValueError: Unexpected pipeline runner")
     assert "ParquetExampleGen" in failed.stderr.splitlines()[0]
+
+
+# ---- errors raised inside the conversion, through `convert` as users run it
+#
+# The cases above fail in checks before any work. These fail inside the Beam pass, in a worker
+# (a value that cannot convert, a page that cannot be read), so each runs the CLI as a user does:
+# `python -m tfx_tabular.cli convert IN OUT` in a process of its own, with the default flags and
+# so the default runner mode (a thread per core), beside a large good file whose shards are
+# still converting when the bad one fails. Files are written by pyarrow.
+
+GOOD_ROWS = 300_000  # several shards, each busy for a while
+DEC20 = pa.decimal128(20, 2)
+
+
+def _case_data(folder, good: pa.Table, bad: pa.Table, bad_name: str) -> str:
+    folder.mkdir(parents=True)
+    pq.write_table(good, folder / "good.parquet", row_group_size=GOOD_ROWS // 6)
+    pq.write_table(bad, folder / bad_name)
+    return str(folder)
+
+
+def _flip_a_data_page(path, column: int) -> None:
+    """Flip the bytes of the first data page's header of `column` (found from the footer): the
+    footer stays valid, the page does not."""
+    metadata = pq.ParquetFile(path).metadata
+    start = metadata.row_group(0).column(column).data_page_offset
+    data = bytearray(path.read_bytes())
+    data[start : start + 16] = bytes(b ^ 0xFF for b in data[start : start + 16])
+    path.write_bytes(bytes(data))
+
+
+def inside_cases(root) -> dict:
+    """Case → (input folder, extra flags, the bad file's name, its bad column)."""
+    ids = np.arange(GOOD_ROWS)
+    fixed = pa.list_(pa.float32(), 3)
+    cases = {
+        "uint64_above_int64_max": (
+            pa.table({"id": ids, "u": pa.array(ids, pa.uint64())}),
+            pa.table({"id": [1, 2], "u": pa.array([5, 2**63 + 1], pa.uint64())}),
+            [],
+            "u",
+        ),
+        "null_inside_a_list": (
+            pa.table({"id": ids, "l": pa.ListArray.from_arrays(np.arange(GOOD_ROWS + 1), ids)}),
+            pa.table({"id": [1], "l": pa.array([[1, None]], pa.list_(pa.int64()))}),
+            [],
+            "l",
+        ),
+        "decimal_over_18_digits_as_bytes": (
+            pa.table({"id": ids, "d": pa.array(ids.astype(np.int32)).cast(DEC20)}),
+            pa.table({"id": [1], "d": pa.array([decimal.Decimal("123456789012345678.91")], DEC20)}),
+            ["--decimal-as", "bytes"],
+            "d",
+        ),
+        "null_row_of_a_fixed_size_list": (
+            pa.table(
+                {
+                    "id": ids,
+                    "v": pa.FixedSizeListArray.from_arrays(
+                        pa.array(np.ones(3 * GOOD_ROWS, np.float32)), 3
+                    ),
+                }
+            ),
+            pa.table({"id": [1, 2], "v": pa.array([[1, 2, 3], None], fixed)}),
+            [],
+            "v",
+        ),
+    }
+    found = {}
+    for case, (good, bad, flags, column) in cases.items():
+        found[case] = (_case_data(root / case, good, bad, "bad.parquet"), flags, column)
+    strings = pa.table({"id": ids, "s": pa.array(ids.astype(str))})
+    folder = _case_data(root / "corrupt_data_page", strings, strings, "bad.parquet")
+    _flip_a_data_page(root / "corrupt_data_page" / "bad.parquet", column=1)
+    found["corrupt_data_page"] = (folder, [], "s")
+    return found
+
+
+@pytest.fixture(scope="module")
+def inside(tmp_path_factory) -> dict:
+    return inside_cases(tmp_path_factory.mktemp("inside"))
+
+
+def convert_as_users_do(*args) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "tfx_tabular.cli", "convert", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600)
+
+
+def assert_one_line_naming(failed, path: str, column: str) -> None:
+    """Exit code 1; on stderr the error line naming the file and the column, and at most a
+    hint after it; no traceback anywhere."""
+    lines = failed.stderr.strip().splitlines()
+    assert failed.returncode == 1, failed.stderr[-3000:]
+    assert 1 <= len(lines) <= 2, failed.stderr[-3000:]
+    assert lines[0].startswith("tfx-tabular: error: ") and path in lines[0], lines
+    assert f"column {column!r}" in lines[0], lines
+    assert len(lines) == 1 or lines[1].startswith("hint: "), lines
+    assert "Traceback" not in failed.stderr + failed.stdout
+
+
+def assert_nothing_left(*folders: str) -> None:
+    """No output published and no staging folder left in any of `folders`."""
+    for folder in folders:
+        for _, dirs, files in os.walk(folder):
+            assert not [d for d in dirs if d.startswith((".tfx-tabular", "Split-"))], dirs
+            assert not files, files
+
+
+CASES = [
+    "uint64_above_int64_max",
+    "null_inside_a_list",
+    "decimal_over_18_digits_as_bytes",
+    "null_row_of_a_fixed_size_list",
+    "corrupt_data_page",
+]
+
+
+@pytest.mark.slow  # a process each (~5 s)
+@pytest.mark.parametrize("with_statistics", [False, True], ids=["examples", "with_statistics"])
+@pytest.mark.parametrize("case", CASES)
+def test_errors_inside_the_conversion_are_one_line_with_nothing_left(
+    inside, tmp_path, case, with_statistics
+):
+    source, flags, column = inside[case]
+    out, statistics = str(tmp_path / "out"), str(tmp_path / "statistics")
+    if with_statistics:
+        flags = [*flags, "--example-statistics", statistics]
+    failed = convert_as_users_do(source, out, *flags)
+    assert_one_line_naming(failed, os.path.join(source, "bad.parquet"), column)
+    assert_nothing_left(out, statistics)
+
+
+@pytest.mark.slow  # worker processes
+@pytest.mark.parametrize("case", ["uint64_above_int64_max", "corrupt_data_page"])
+def test_errors_inside_the_conversion_on_worker_processes(inside, tmp_path, case):
+    source, flags, column = inside[case]
+    out, statistics = str(tmp_path / "out"), str(tmp_path / "statistics")
+    failed = convert_as_users_do(
+        source,
+        out,
+        *flags,
+        "--example-statistics",
+        statistics,
+        "--beam-arg=--direct_running_mode=multi_processing",
+        "--beam-arg=--direct_num_workers=2",
+    )
+    assert_one_line_naming(failed, os.path.join(source, "bad.parquet"), column)
+    assert_nothing_left(out, statistics)
+
+
+@pytest.mark.slow  # a pipeline run, whose first component fails
+def test_an_error_inside_the_conversion_of_a_pipeline_run_is_one_line(inside, tmp_path):
+    """ParquetExampleGen runs the same conversion inside `run`: the same line, exit code 1."""
+    source, _, column = inside["null_inside_a_list"]
+    command = [sys.executable, "-m", "tfx_tabular.cli", "run", "--data-root", source]
+    command += ["--pipeline-root", str(tmp_path / "root"), "--label", "id"]
+    failed = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert_one_line_naming(failed, os.path.join(source, "bad.parquet"), column)

@@ -21,6 +21,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.transforms.environments import ExternalEnvironment
 from conftest import BUCKET, IN_MEMORY_BEAM, free_port, upload
+from test_cli_errors import assert_nothing_left, assert_one_line_naming, inside_cases
 
 from tfx_tabular.conversion import convert as conversion
 from tfx_tabular.conversion import plan
@@ -289,3 +290,17 @@ def test_a_broken_pool_behind_a_job_server_fails_fast_too(job_server, broken_poo
     )
     assert result.returncode == 3, result.stderr
     assert "no SDK worker of the pool" in result.stderr and "PATH" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("case", ["null_inside_a_list", "corrupt_data_page"])
+def test_an_error_inside_the_conversion_is_one_line_on_the_worker_pool(
+    job_server, pool, tmp_path, case
+):
+    """The error matrix's cases raised in the pool's workers, another process than the driver
+    (`test_cli_errors.py`): one line naming the file and column, nothing left."""
+    source, flags, column = inside_cases(tmp_path / "data")[case]
+    out, statistics = str(tmp_path / "out"), str(tmp_path / "statistics")
+    args = [f"--beam-arg={a}" for a in _through(job_server, pool)]
+    failed = _cli("convert", source, out, *flags, "--example-statistics", statistics, *args)
+    assert_one_line_naming(failed, os.path.join(source, "bad.parquet"), column)
+    assert_nothing_left(out, statistics)

@@ -70,6 +70,22 @@ def test_report_error_is_one_line_and_a_hint(capsys):
     assert capsys.readouterr().err.splitlines()[0] == "tfx-tabular: error: task t failed"
 
 
+def test_a_runners_error_holding_a_workers_traceback_shows_its_exception_line(capsys):
+    """Beam's DirectRunner re-raises an exception of its worker threads or processes as a
+    RuntimeError whose message is the traceback's text."""
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "apache_beam/runners/common.py", line 1501, in process\n'
+        "OSError: [Errno 28] No space left on device [while running 'WriteExamples/ConvertShard']\n"
+    )
+    assert common.report_error(RuntimeError(text), verbose=False) == 3
+    assert capsys.readouterr().err.splitlines() == [
+        "tfx-tabular: error: RuntimeError: OSError: [Errno 28] No space left on device "
+        "[while running 'WriteExamples/ConvertShard']",
+        "hint: rerun with --verbose for the full message and traceback",
+    ]
+
+
 def test_one_key_value_parser_for_every_flag():
     assert common.key_values(["a=1", "b=x=y", "c="], "--param") == {"a": "1", "b": "x=y", "c": ""}
     assert common.key_values(None, "--param") == {}

@@ -14,7 +14,7 @@ import pytest
 from conftest import HIVE_FILES, IN_MEMORY_BEAM
 
 from tfx_tabular.coders import encoding
-from tfx_tabular.conversion import allocator, publish
+from tfx_tabular.conversion import allocator, publish, transform
 from tfx_tabular.conversion import convert as conversion
 from tfx_tabular.conversion.plan import (
     OutputOptions,
@@ -24,7 +24,7 @@ from tfx_tabular.conversion.plan import (
 )
 from tfx_tabular.conversion.staging import STAGING_DIR
 from tfx_tabular.source.dataset import open_dataset
-from tfx_tabular.source.errors import InputError
+from tfx_tabular.source.errors import ColumnError, InputError
 
 tf = pytest.importorskip("tensorflow")
 from tensorflow.core.example import example_pb2  # noqa: E402
@@ -328,6 +328,31 @@ def test_corrupt_data_pages_fail_the_conversion_naming_the_file_and_nothing_is_p
         run(dataset, out, options=OutputOptions(num_shards=2))
     assert not glob.glob(str(out / "Split-*"))
     assert not os.path.exists(out) or not os.listdir(out)
+
+
+def test_a_bad_shard_records_its_error_and_the_others_stop_on_seeing_it(tmp_path):
+    """Inside the runner a shard does not raise bad input: it records the error in the staging
+    folder (carried back whole on every runner, `transform.FAILURES_DIR`), and a shard that finds
+    a record stops at its next check (its first batch here) without counting its rows."""
+    (tmp_path / "in").mkdir()
+    pq.write_table(
+        pa.table({"u": pa.array(np.arange(10_000), pa.uint64())}),
+        tmp_path / "in" / "good.parquet",
+        row_group_size=1_000,
+    )
+    pq.write_table(pa.table({"u": pa.array([2**63], pa.uint64())}), tmp_path / "in" / "bad.parquet")
+    dataset = open_dataset(str(tmp_path / "in"))
+    bad_file = next(i for i, f in enumerate(dataset.files) if f.relative == "bad.parquet")
+    shards = [[(bad_file, (0,))], [(1 - bad_file, tuple(range(10)))]]
+    staging = str(tmp_path / "staging")
+    convert = transform.ConvertShard(dataset, shards, Splits(), staging, OutputOptions())
+    convert.setup()
+    assert transform.recorded_failure(staging) is None
+    assert list(convert.process(0)) == []
+    failure = transform.recorded_failure(staging)
+    assert isinstance(failure, ColumnError) and "bad.parquet: column 'u'" in str(failure)
+    assert list(convert.process(1)) == []  # stopped: no rows counted
+    assert not glob.glob(os.path.join(staging, transform.ROW_COUNTS_DIR, "*"))
 
 
 # --- 6. against stock TFX's Parquet path ------------------------------------------------------

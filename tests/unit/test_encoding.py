@@ -938,3 +938,28 @@ def test_null_slots_with_leftover_values_are_written_as_nulls():
     assert [row["s"] for row in rows] == [_canon((BYTES, [b"ab"])), None, _canon((BYTES, [b"cd"]))]
     assert [row["i"] for row in rows] == [None, _canon((INT, [5])), _canon((INT, [0]))]
     assert [row[long_name] for row in rows] == [None, _canon((FLOAT, [1.5])), None]
+
+
+def test_non_finite_values_are_counted_per_feature_as_written():
+    """NaN, +inf and -inf per float feature of a batch; a null row's slot is no value, whatever
+    it holds (here NaN and inf under the nulls, as pandas leaves them)."""
+    from tfx_tabular.coders import flatten
+    from tfx_tabular.coders.pools import PooledColumns
+
+    nan, inf = float("nan"), float("inf")
+    under_nulls = np.array([nan, nan, inf, 1.0])
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "i": pa.array([1, 2, 3, 4]),
+            "a": pa.array(under_nulls, mask=np.array([True, False, True, False])),
+            "empty": pa.array([[], [], [], []], pa.list_(pa.float32())),
+            "l": pa.array([[inf, 1e300], None, [-inf, nan], []], pa.list_(pa.float64())),
+            "s": pa.array([{"x": -inf}, None, {"x": 0.0}, {"x": nan}]),
+        }
+    )
+    features = features_of(batch.schema)
+    columns = flatten.feature_columns(batch, features)
+    counts = np.zeros((len(columns), 3), np.int64)
+    PooledColumns(columns).count_non_finite(counts)
+    counted = {f.name: counts[i].tolist() for i, (f, _) in enumerate(columns) if counts[i].any()}
+    assert counted == {"a": [1, 0, 0], "l": [1, 2, 1], "s.x": [1, 0, 1]}

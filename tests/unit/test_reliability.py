@@ -6,7 +6,10 @@ Every case ends in exactly one of two ways:
       with nothing published (no Split-*, no .tfx-tabular-incomplete left behind); or
   (b) lossless handling: the run succeeds and the values read back equal the source.
 
-The matrix: case → behaviour → test (`module::test` when another module covers it).
+The matrix: case → behaviour → test (`module::test` when another module covers it). These run
+on the in-memory DirectRunner; the errors raised inside the conversion (values, pages) are also
+run through `tfx-tabular convert` as users run it, its default runner mode, worker processes and
+the portable runner (integration/test_cli_errors.py, test_portable_runner.py).
 
 - truncated Parquet file → (a) naming the file → test_convert::
   test_unreadable_file_is_an_input_error_naming_it_and_nothing_is_written[truncated]; pages corrupt
@@ -47,15 +50,16 @@ The matrix: case → behaviour → test (`module::test` when another module cove
   test_undecodable_or_ambiguous_paths_are_input_errors
 - non-UTF-8 strings → (b) byte for byte, in binary and string columns →
   test_non_utf8_bytes_round_trip (binary also in test_schemas)
-- NaN / ±inf → (b) test_nan_and_infinities_round_trip (also test_encoding::
+- NaN / ±inf → (b) test_nan_and_infinities_round_trip, counted and warned about per column →
+  test_non_finite_values_are_counted_as_written_and_warned_about (also test_encoding::
   test_the_conventions_spelled_out and test_schemas)
 - uint64 above the int64 maximum → (a) conversion and schema inference name the file / column →
   test_uint64_above_int64_max_fails_naming_file_and_column (encoder: test_encoding::
   test_uint64_above_int64_max_is_a_conversion_error)
 - an all-null column, every type → (b) no kind in every row, and the inferred schema does not
   demand presence the footers prove absent → test_all_null_columns_of_every_type; an all-null
-  fixed_size_list, which pyarrow 10 writes but cannot read back → (a)
-  test_all_null_fixed_size_list_from_parquet_fails_naming_the_file
+  fixed_size_list, or one with a null row, which pyarrow 10 writes but cannot read back → (a)
+  test_fixed_size_list_with_null_rows_from_parquet_fails_naming_file_and_column
 - time32 / time64 / duration (they crashed) → (b) in the stored unit →
   test_time_of_day_and_duration_columns_round_trip
 - very wide rows (10,000 columns) → (b) test_very_wide_rows_convert_losslessly
@@ -80,13 +84,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import IN_MEMORY_BEAM
 from test_convert import assert_published, features, read_split, run
 
+from tfx_tabular.conversion import convert as conversion
 from tfx_tabular.conversion import plan
 from tfx_tabular.conversion.plan import OutputOptions, Splits, splits_by_partition
 from tfx_tabular.conversion.source_metadata import SourceMetadata, read_source_metadata
 from tfx_tabular.source.dataset import open_dataset
-from tfx_tabular.source.errors import InputError
+from tfx_tabular.source.errors import ColumnError, InputError
 from tfx_tabular.source.reading import read_batches
 
 tf = pytest.importorskip("tensorflow")
@@ -606,6 +612,40 @@ def test_nan_and_infinities_round_trip(tmp_path):
     assert same_floats([g[0] for g in got[:7]], [f32(v) for v in f64[:7]])
 
 
+NON_FINITE = {
+    "f64": [float("nan"), float("inf"), -float("inf"), 1e300, -1e300, 1.0, None],
+    "floats": [[float("nan"), float("nan")], [], [float("inf")], None, [-1e300], [0.0], [1.0]],
+    "fine": [1.0, 2.0, None, 4.0, 5.0, 6.0, 7.0],
+}
+
+
+@pytest.mark.parametrize("with_statistics", [False, True])
+def test_non_finite_values_are_counted_as_written_and_warned_about(
+    tmp_path, caplog, with_statistics
+):
+    """Per float feature, its NaN, +inf and -inf as the Examples hold them (float64 beyond float32's
+    range is ±inf there), whether or not the example statistics are computed: a warning each."""
+    write(tmp_path / "in" / "part.parquet", pa.table({"id": range(7), **NON_FINITE}))
+    dataset = open_dataset(str(tmp_path / "in"))
+    statistics = str(tmp_path / "statistics") if with_statistics else None
+    with caplog.at_level("WARNING", logger="tfx_tabular.conversion.convert"):
+        result = conversion.convert(
+            dataset,
+            str(tmp_path / "out"),
+            ONE_SPLIT,
+            OutputOptions(num_shards=2),
+            beam_pipeline_args=IN_MEMORY_BEAM,
+            example_statistics_dir=statistics,
+        )
+    counted = {c.feature: (c.nan, c.pos_inf, c.neg_inf) for c in result.non_finite}
+    assert counted == {"f64": (1, 2, 2), "floats": (2, 1, 1)}
+    assert [r.getMessage() for r in caplog.records] == result.warnings
+    assert result.warnings[0] == (
+        "column 'f64' holds non-finite values (2 +inf, 2 -inf, 1 NaN in 7 rows), kept in the "
+        "Examples as written; see docs/examplegen.md#non-finite-values"
+    )
+
+
 def test_time_of_day_and_duration_columns_round_trip(tmp_path):
     """Found while testing drift: every Parquet file with a time32/time64 column failed with a bare
     AttributeError (pyarrow 10's time types have no `.unit`)."""
@@ -719,18 +759,24 @@ def test_all_null_columns_of_every_type(tmp_path):
             assert tensor.to_list() == [[]] * n, name
 
 
-def test_all_null_fixed_size_list_from_parquet_fails_naming_the_file(tmp_path):
-    """Pyarrow 10 writes an all-null fixed_size_list column to Parquet but cannot read it back
-    ("Expected all lists to be of size=3"), and refuses to write one with some nulls at all: a
-    clear error naming the file, nothing published. (The encoder itself handles them:
+@pytest.mark.parametrize(
+    "rows", [[None, None], [[1.0, 2.0, 3.0], None]], ids=["all_null", "one_null_row"]
+)
+def test_fixed_size_list_with_null_rows_from_parquet_fails_naming_file_and_column(tmp_path, rows):
+    """Pyarrow 10 writes a fixed_size_list column with null rows to Parquet but cannot read it
+    back ("Expected all lists to be of size=3"): a ColumnError naming the file and the column
+    and saying why, nothing published. (The encoder itself handles them:
     test_encoding::test_all_null_list_columns_encode.)"""
     write(tmp_path / "in" / "fine.parquet", pa.table({"id": [0, 1]}))
     write(
         tmp_path / "in" / "vectors.parquet",
-        pa.table({"id": [2, 3], "v": pa.nulls(2, pa.list_(pa.float32(), 3))}),
+        pa.table({"id": [2, 3], "v": pa.array(rows, pa.list_(pa.float32(), 3))}),
     )
     dataset = open_dataset(str(tmp_path / "in"))
-    assert_fails_unpublished(dataset, tmp_path / "out", "vectors.parquet")
+    message = assert_fails_unpublished(dataset, tmp_path / "out", "vectors.parquet", "'v'")
+    assert "fixed_size_list column with null rows" in message
+    with pytest.raises(ColumnError):
+        run(dataset, tmp_path / "out2", ONE_SPLIT, OutputOptions(num_shards=2))
 
 
 @pytest.mark.slow  # ~20 s: in `make test`, not the inner loop

@@ -100,13 +100,23 @@ def hint_for(error: BaseException) -> Optional[str]:
     return None if rule is None else rule[1]
 
 
+def headline(error: BaseException) -> str:
+    """The line that says what failed: the message's first, or, when the message is a traceback's
+    text (a runner re-raising a worker's exception, as Beam's DirectRunner does), the exception
+    line that ends it, not "Traceback (most recent call last):"."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    return lines[-1] if lines[0].startswith("Traceback (most recent call last)") else lines[0]
+
+
 def report_error(error: BaseException, verbose: bool) -> Exit:
     """One line (two with a hint) on stderr; the traceback too with --verbose."""
     rule = _rule(error)
     code, hint = classify(error), hint_for(error)
     if verbose:
         traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
-    first = (str(error).strip().splitlines() or [""])[0]
+    first = headline(error)
     shown = first if rule is not None else f"{type(error).__name__}: {first}"
     print(f"{PROG}: error: {shown}", file=sys.stderr)
     if hint is None and code == Exit.FAILURE and not verbose:

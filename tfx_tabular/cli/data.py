@@ -181,6 +181,15 @@ def cmd_convert(args) -> dict:
         "files": len(dataset.files),
         "features": len(dataset.features),
         "example_statistics": result.example_statistics_dir,
+        "non_finite_values": {
+            counted.feature: {
+                "nan": counted.nan,
+                "pos_inf": counted.pos_inf,
+                "neg_inf": counted.neg_inf,
+            }
+            for counted in result.non_finite
+        },
+        "warnings": result.warnings,
     }
 
 

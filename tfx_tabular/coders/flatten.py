@@ -65,7 +65,7 @@ def _validity(arr: pa.Array) -> np.ndarray:
     return arr.is_valid().to_numpy(zero_copy_only=False)
 
 
-def _decimal_text(arr: pa.Array) -> pa.Array:
+def _decimal_text(arr: pa.Array, column: str) -> pa.Array:
     """Decimal → its exact text (pyarrow 10 has no decimal→string cast), vectorized.
 
     Values whose unscaled integer fits in int64 (up to 18 digits) are exact; others fail."""
@@ -82,8 +82,8 @@ def _decimal_text(arr: pa.Array) -> pa.Array:
     negative = low < 0
     if not (words[:, 1:] == np.where(negative, -1, 0)[:, None]).all():
         raise ConversionError(
-            f"decimal value beyond 18 digits ({arr.type}) cannot be written "
-            "as text; use decimal_as='float'"
+            f"column {column!r}: a decimal value beyond 18 digits ({arr.type}) cannot be written "
+            "as text (decimal_as='bytes'); use decimal_as='float' (--decimal-as float)"
         )
     unsigned = low.view(np.uint64)
     magnitude = np.where(negative, ~unsigned + np.uint64(1), unsigned)  # |x|, -2**63 included
@@ -140,7 +140,7 @@ def _leaf_values(arr: pa.Array, kind: Kind, column: str):
         ]
         return np.arange(len(arr) + 1, dtype=np.int64) * size, data
     if pa.types.is_decimal(t):
-        arr = _decimal_text(arr)
+        arr = _decimal_text(arr, column)
     arr = arr.cast(pa.large_binary())
     offsets_buf, data_buf = arr.buffers()[1:3]
     offsets = np.frombuffer(offsets_buf, dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]

@@ -109,6 +109,26 @@ class PooledColumns:
         splits, and which rows hold a value."""
         return self.firsts, self._list_position, self._list_splits, self.valid
 
+    def count_non_finite(self, counts: np.ndarray) -> None:
+        """Add each FLOAT feature's NaN, +inf and -inf values in this batch to
+        counts[feature, (NaN, +inf, -inf)] (features in this batch's order). One pass over the
+        float pool; only its non-finite slots are looked at further, and those of null rows
+        (a scalar's null row keeps an arbitrary value in its slot: pandas' NaN) are no values."""
+        floats = self.pools[1]
+        slots = np.flatnonzero(~np.isfinite(floats))
+        if not len(slots):
+            return
+        features = np.flatnonzero(self.kinds == int(Kind.FLOAT))
+        # Each feature's values are one run of the pool, the runs in feature order: a slot is the
+        # last feature's starting at or before it (an empty run starts where the next one does).
+        owner = features[np.searchsorted(self.firsts[features], slots, side="right") - 1]
+        scalar = self._list_position[owner] < 0
+        rows = np.where(scalar, slots - self.firsts[owner], 0)
+        kept = ~scalar | self.valid[owner, rows]
+        values = floats[slots[kept]]
+        which = np.where(np.isnan(values), 0, np.where(values > 0, 1, 2))
+        np.add.at(counts, (owner[kept], which), 1)
+
     def splits(self, start: int, stop: int) -> np.ndarray:
         """[feature, row]: where rows [start, stop) of each feature start in its kind's pool,
         and where the last ends (a new array)."""

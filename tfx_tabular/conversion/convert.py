@@ -5,6 +5,7 @@ conversion runs, for `tfx-tabular convert` and the ParquetExampleGen executor.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import posixpath
 import sys
@@ -31,6 +32,8 @@ from tfx_tabular.statistics.precompile import compile_kernels
 # so one thread per core scales like worker processes without their start-up in every run.
 DIRECT_RUNNER_DEFAULTS = ["--direct_running_mode=multi_threading", "--direct_num_workers=0"]
 STOP_SECONDS = 3.0  # for an interrupted run's writers to stop before its staging folder goes
+
+log = logging.getLogger(__name__)
 
 
 def beam_args_with_defaults(beam_pipeline_args: Sequence[str]) -> list[str]:
@@ -62,6 +65,7 @@ def run_conversion(
     options = sized_for(options, dataset)
     staging = Staging.create(output_dir)
     start = time.perf_counter()
+    ran = False
     try:
         write = WriteExamples(
             dataset,
@@ -72,16 +76,33 @@ def run_conversion(
         )
         with watching(staging.folder, on_progress), pipeline as p:
             _ = p | "WriteExamples" >> write
+        ran = True
+        failure = transform.recorded_failure(staging.folder)
+        if failure is not None:
+            raise failure
         result = publish(
             dataset, splits, staging, len(write.shards), options, example_statistics_dir
         )
-    except BaseException as error:
-        if isinstance(error, KeyboardInterrupt):
+    except BaseException:
+        # A runner ends a failed run while its other threads may still convert: stop them
+        # before the staging folder goes, or they write into it while it is deleted.
+        if not ran:
             _stop_writers(pipeline)
-        staging.discard()
+        _discard(staging)
         raise
     result.seconds = time.perf_counter() - start
+    for line in result.warnings:
+        log.warning(line)
     return result
+
+
+def _discard(staging: Staging) -> None:
+    """Remove the staging folder of a failed run without hiding its error: a folder that cannot
+    go is logged (a later run removes it once this process is gone, `staging.clean_abandoned`)."""
+    try:
+        staging.discard()
+    except Exception as error:
+        log.warning("could not remove %s: %s", staging.folder, error)
 
 
 def _compile_kernels() -> None:
@@ -105,8 +126,9 @@ def _compile_kernels() -> None:
 
 
 def _stop_writers(pipeline: beam.Pipeline) -> None:
-    """An interrupt reaches the main thread only: before the staging folder goes, stop the
-    in-process runner's threads still converting, and cancel a job a runner service runs."""
+    """An interrupt or a failed bundle reaches the main thread only: before the staging folder
+    goes, stop the in-process runner's threads still converting, and cancel a job a runner
+    service runs."""
     interrupts.stop_threads([transform.__name__], STOP_SECONDS)
     result = getattr(pipeline, "result", None)  # set once a runner accepted the job
     if result is not None:

@@ -28,6 +28,36 @@ from tfx_tabular.conversion.transform import (
 from tfx_tabular.runners.interrupts import uninterruptible
 from tfx_tabular.source.dataset import Dataset
 
+# Where the warning about non-finite values points people.
+NON_FINITE_DOCS = "docs/examplegen.md#non-finite-values"
+
+
+@dataclasses.dataclass(frozen=True)
+class NonFinite:
+    """A float feature's NaN, +inf and -inf values, as written into the Examples."""
+
+    column: str
+    feature: str
+    nan: int
+    pos_inf: int
+    neg_inf: int
+
+    @classmethod
+    def of(cls, dataset: Dataset, counts: dict[str, list[int]]) -> list[NonFinite]:
+        columns = {f.name: f.column for f in dataset.features}
+        return [cls(columns[name], name, *counted) for name, counted in counts.items()]
+
+    def warning(self, rows: int) -> str:
+        named = f"column {self.column!r}"
+        if self.feature != self.column:
+            named += f" (feature {self.feature!r})"
+        counted = [(self.pos_inf, "+inf"), (self.neg_inf, "-inf"), (self.nan, "NaN")]
+        held = ", ".join(f"{count:,} {what}" for count, what in counted if count)
+        return (
+            f"{named} holds non-finite values ({held} in {rows:,} rows), kept in the Examples "
+            f"as written; see {NON_FINITE_DOCS}"
+        )
+
 
 @dataclasses.dataclass
 class ConversionResult:
@@ -38,6 +68,12 @@ class ConversionResult:
     seconds: float = 0.0
     example_statistics_dir: Optional[str] = None  # Split-<name>/FeatureStats.pb, when computed
     columnar_batch_rows: int = 0  # rows per columnar batch record (`columnar/`); 0: none
+    non_finite: list[NonFinite] = dataclasses.field(default_factory=list)
+
+    @property
+    def warnings(self) -> list[str]:
+        """A line per float feature holding NaN or ±inf (the run logs them)."""
+        return [counted.warning(sum(self.rows.values())) for counted in self.non_finite]
 
     @property
     def rows_per_second(self) -> float:
@@ -67,17 +103,24 @@ def _read_ahead(paths: Sequence[str], depth: int = READ_AHEAD) -> Iterator[bytes
             yield pending.popleft().result()
 
 
-def _rows_per_split(temp_dir: str, splits: Splits, num_shards: int) -> dict[str, int]:
+def _rows_per_split(temp_dir: str, splits: Splits, num_shards: int) -> tuple[dict, dict]:
+    """Rows per split, and each feature's NaN, +inf and -inf values where it has any, summed
+    over the shards' row counts."""
     counted = FileSystems.match([posixpath.join(temp_dir, ROW_COUNTS_DIR, "*.json")])[
         0
     ].metadata_list
     if len(counted) != num_shards:
         raise RuntimeError(f"{len(counted)} of {num_shards} shards finished; output not published")
     rows = dict.fromkeys(splits.names, 0)
+    non_finite: dict[str, list[int]] = {}
     for data in _read_ahead([meta.path for meta in counted]):
-        for name, count in json.loads(data)["rows"].items():
+        shard = json.loads(data)
+        for name, count in shard["rows"].items():
             rows[name] += count
-    return rows
+        for name, counts in shard["non_finite"].items():
+            total = non_finite.setdefault(name, [0, 0, 0])
+            total[:] = [a + b for a, b in zip(total, counts, strict=True)]
+    return rows, dict(sorted(non_finite.items()))
 
 
 def _move_shards(staging: Staging, splits: Splits, num_shards: int, options: OutputOptions):
@@ -156,7 +199,7 @@ def publish(
 ) -> ConversionResult:
     """Check every row was written (and merge the statistics), claim the output, then move the
     shards into `Split-<name>/` (and the statistics into `example_statistics_dir`/`Split-<name>/`)."""
-    rows = _rows_per_split(staging.folder, splits, num_shards)
+    rows, non_finite = _rows_per_split(staging.folder, splits, num_shards)
     expected = (
         dataset.num_rows
         if splits.file_splits is None
@@ -192,4 +235,5 @@ def publish(
         options.compression,
         example_statistics_dir=example_statistics_dir,
         columnar_batch_rows=options.columnar_batch_rows,
+        non_finite=NonFinite.of(dataset, non_finite),
     )

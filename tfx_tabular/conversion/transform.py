@@ -63,6 +63,13 @@ FEATURE_STATS_DIR = "feature_stats"  # in the staging folder: Split-<name>/Featu
 STATISTICS_PARTS_DIR = "statistics_parts"
 # In the staging folder: <split>/<columnar shard>, each shard's columnar batch records.
 COLUMNAR_DIR = "columnar"
+# In the staging folder: shard-<index>.json, the input error a shard stopped on (its message,
+# and whether a column's). Recorded, not raised: each runner carries an exception raised in a
+# worker back differently (the DirectRunner's threads and processes as a RuntimeError holding a
+# traceback's text, portable runners and Dataflow inside a failed job's message), and prints or
+# logs its traceback on the way. The staging folder, which every runner's workers and the driver
+# share, carries the error back whole on all of them, and tells the other shards to stop.
+FAILURES_DIR = "failures"
 
 
 def columnar_part(temp_dir: str, split: str, shard_index: int, count: int, options) -> str:
@@ -75,22 +82,49 @@ def statistics_part(temp_dir: str, split: str, shard_index: int) -> str:
     return posixpath.join(temp_dir, STATISTICS_PARTS_DIR, split, f"shard-{shard_index:05d}")
 
 
+def _record_failure(temp_dir: str, shard_index: int, error: InputError) -> None:
+    kind = "column" if isinstance(error, ColumnError) else "input"
+    path = posixpath.join(temp_dir, FAILURES_DIR, f"shard-{shard_index:05d}.json")
+    with FileSystems.create(path) as handle:
+        handle.write(json.dumps({"kind": kind, "message": str(error)}).encode())
+
+
+def _failures(temp_dir: str) -> list[str]:
+    found = FileSystems.match([posixpath.join(temp_dir, FAILURES_DIR, "*.json")])[0]
+    return sorted(meta.path for meta in found.metadata_list)
+
+
+def recorded_failure(temp_dir: str) -> Optional[InputError]:
+    """The input error the first failed shard (by index: the same whatever order they ran in)
+    recorded, as its type (a ColumnError keeps its hint and exit code); None if none failed."""
+    failures = _failures(temp_dir)
+    if not failures:
+        return None
+    with FileSystems.open(failures[0]) as handle:
+        record = json.loads(handle.read())
+    return (ColumnError if record["kind"] == "column" else InputError)(record["message"])
+
+
 class _ShardProgress:
     """A shard's written rows: a Beam counter (runner UIs, the final metrics) and, at most every
     `every` seconds, a small file in the staging folder that the driver polls for its progress
-    display (the DirectRunner gives its driver no metrics before the pipeline ends)."""
+    display (the DirectRunner gives its driver no metrics before the pipeline ends). At the same
+    pace it looks for another shard's recorded failure: `stopped` then says to stop converting."""
 
     ROWS = Metrics.counter("tfx_tabular", "rows_converted")
 
     def __init__(self, temp_dir: str, shard_index: int, every: float = 1.0):
+        self._temp_dir = temp_dir
         self._path = posixpath.join(temp_dir, PROGRESS_DIR, f"shard-{shard_index:05d}.json")
         self._every, self._last, self.rows = every, float("-inf"), 0
+        self.stopped = False
 
     def add(self, rows: int) -> None:
         self.ROWS.inc(rows)
         self.rows += rows
         if time.monotonic() - self._last >= self._every:
             self.write()
+            self.stopped = bool(_failures(self._temp_dir))
 
     def write(self) -> None:
         self._last = time.monotonic()
@@ -196,6 +230,7 @@ class ConvertShard(beam.DoFn):
     def setup(self):
         allocator.reuse_freed_memory()
         self._features = self._dataset.features
+        self._written_names = [f.name for f in flatten.written_order(self._features)]
         # A record's bytes per row beyond the values: each feature's key and field headers.
         self._key_bytes = sum(len(f.name.encode()) + 8 for f in self._features)
         self._key_features = (
@@ -227,33 +262,55 @@ class ConvertShard(beam.DoFn):
         return self._bucket_split[hashes % np.uint64(len(self._bucket_split))]
 
     def process(self, shard_index: int) -> Iterator[dict]:
-        count = len(self._shards)
-        names = self._splits.names
-        writers = []
         try:
-            for name in names:
-                writers.append(
-                    _FileWriter(
-                        posixpath.join(
-                            self._temp_dir, name, shard_name(shard_index, count, self._options)
-                        ),
-                        self._options,
-                    )
-                )
-            if self._options.columnar_batch_rows:
-                for name in names:
-                    writers.append(
-                        _FileWriter(
-                            columnar_part(self._temp_dir, name, shard_index, count, self._options),
-                            self._options,
-                        )
-                    )
+            written = self._convert(shard_index)
+        except InputError as error:  # the input's fault: recorded for the driver (FAILURES_DIR)
+            _record_failure(self._temp_dir, shard_index, error)
+            return
+        if written is None:  # another shard failed: this one stopped, and counts nothing
+            return
+        rows, non_finite = written
+        row_counts = {
+            "shard": shard_index,
+            "rows": dict(zip(self._splits.names, rows.tolist(), strict=True)),
+            "non_finite": {
+                self._written_names[f]: non_finite[f].tolist()
+                for f in np.flatnonzero(non_finite.any(axis=1))
+            },
+        }
+        with FileSystems.create(
+            posixpath.join(self._temp_dir, ROW_COUNTS_DIR, f"shard-{shard_index:05d}.json")
+        ) as handle:
+            handle.write(json.dumps(row_counts).encode())
+        yield row_counts
+
+    def _open_writers(self, shard_index: int, writers: list[_FileWriter]) -> None:
+        """Appends the shard's writers, one per split (and one per split of columnar records),
+        to `writers` as each opens (those opened before a failure are closed with the others)."""
+        count = len(self._shards)
+        for name in self._splits.names:
+            path = posixpath.join(
+                self._temp_dir, name, shard_name(shard_index, count, self._options)
+            )
+            writers.append(_FileWriter(path, self._options))
+        if self._options.columnar_batch_rows:
+            for name in self._splits.names:
+                path = columnar_part(self._temp_dir, name, shard_index, count, self._options)
+                writers.append(_FileWriter(path, self._options))
+
+    def _convert(self, shard_index: int) -> Optional[tuple[np.ndarray, np.ndarray]]:
+        """Writes the shard's files (and statistics parts); returns its rows per split and its
+        non-finite counts (`_write_shard`), or None if it stopped because another shard failed."""
+        names = self._splits.names
+        writers: list[_FileWriter] = []
+        try:
+            self._open_writers(shard_index, writers)
             split_statistics = (
                 [statistics.SplitStatistics(self._features) for _ in names]
                 if self._with_example_statistics
                 else None
             )
-            rows = self._write_shard(shard_index, writers, split_statistics)
+            written = self._write_shard(shard_index, writers, split_statistics)
         except BaseException:
             # Close on errors too: an object store would otherwise upload the partial files
             # whenever the writers are garbage-collected, possibly after `discard` ran. A close
@@ -264,31 +321,29 @@ class ConvertShard(beam.DoFn):
             raise
         for writer in writers:
             writer.close()
-        if split_statistics is not None:
+        if written is not None and split_statistics is not None:
             for name, split in zip(names, split_statistics, strict=True):
                 with FileSystems.create(
                     statistics_part(self._temp_dir, name, shard_index)
                 ) as handle:
                     handle.write(statistics.encode_part(split))
-        row_counts = {"shard": shard_index, "rows": dict(zip(names, rows.tolist(), strict=True))}
-        with FileSystems.create(
-            posixpath.join(self._temp_dir, ROW_COUNTS_DIR, f"shard-{shard_index:05d}.json")
-        ) as handle:
-            handle.write(json.dumps(row_counts).encode())
-        yield row_counts
+        return written
 
     def _write_shard(
         self,
         shard_index: int,
         writers: list[_FileWriter],
         split_statistics: Optional[list[statistics.SplitStatistics]],
-    ) -> np.ndarray:
+    ) -> Optional[tuple[np.ndarray, np.ndarray]]:
         """Encodes the shard's row groups into the split writers (and their rows into
-        `split_statistics`, if given); returns rows per split."""
+        `split_statistics`, if given); returns rows per split and each written feature's count
+        of NaN, +inf and -inf values ([feature, 3], in `_written_names`' order), or None if it
+        stopped because another shard failed."""
         splits = len(self._splits.names)
         writers, columnar_writers = writers[:splits], writers[splits:]
         batches = _ColumnarBatches(self._features, columnar_writers, self._options)
         rows = np.zeros(len(writers), dtype=np.int64)
+        non_finite = np.zeros((len(self._written_names), 3), np.int64)
         progress = _ShardProgress(self._temp_dir, shard_index)
         for file_index, row_groups in self._shards[shard_index]:
             info = self._dataset.files[file_index]
@@ -313,15 +368,18 @@ class ConvertShard(beam.DoFn):
                 pooled = PooledColumns(columns)
                 split_ids = self._write_batch(writers, rows, batch, pooled, info.relative, step)
                 batches.add(pooled, split_ids)
+                pooled.count_non_finite(non_finite)
                 if split_statistics is not None:
                     statistics.add_batch(split_statistics, columns, pooled, split_ids)
                 progress.add(len(split_ids))
                 # Freed before the next batch is read and decoded, not when it replaces them:
                 # a wide table's batch arrays held twice made a converting thread's peak.
                 del batch, columns, pooled
+                if progress.stopped:
+                    return None
         batches.flush()
         progress.write()
-        return rows
+        return rows, non_finite
 
     def _batch_rows(self, info: ParquetFileInfo, with_example_statistics: bool) -> tuple[int, int]:
         """Rows of `info` read at a time, and encoded at a time: `read_batch_rows` (with statistics,

@@ -207,9 +207,42 @@ def read_batches(
             for batch in batches:
                 yield conform(batch, dataset, info)
     except (pa.ArrowException, OSError) as e:
-        column = _failing_column(dataset, info, row_groups, columns)
-        where = "" if column is None else f" column {column!r}:"
-        raise InputError(f"{info.path}:{where} reading failed ({e})") from None
+        raise _read_error(dataset, info, row_groups, columns, e) from None
+
+
+# pyarrow 10 writes a fixed_size_list column with null rows to Parquet but cannot read it back.
+_FIXED_SIZE_NULLS = "Expected all lists to be of size"
+
+
+def _read_error(
+    dataset: Dataset,
+    info: ParquetFileInfo,
+    row_groups: Sequence[int],
+    columns: Sequence[str],
+    error: Exception,
+) -> InputError:
+    """The error of a failed read, in one line naming the file and the column that fails."""
+    reason = " ".join(str(error).split())  # Arrow's messages may span lines (Thrift's do)
+    column = _failing_column(dataset, info, row_groups, columns)
+    if column is None:
+        return InputError(f"{info.path}: reading failed ({reason})")
+    if _FIXED_SIZE_NULLS in reason and _has_fixed_size_list(info.schema.field(column).type):
+        return ColumnError(
+            f"{info.path}: column {column!r}: a fixed_size_list column with null rows, which "
+            "pyarrow 10 cannot read back from Parquet; fill the nulls or write a variable-size "
+            f"list ({reason})"
+        )
+    return InputError(f"{info.path}: column {column!r}: reading failed ({reason})")
+
+
+def _has_fixed_size_list(t: pa.DataType) -> bool:
+    if pa.types.is_fixed_size_list(t):
+        return True
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _has_fixed_size_list(t.value_type)
+    if pa.types.is_struct(t):
+        return any(_has_fixed_size_list(t.field(i).type) for i in range(t.num_fields))
+    return False
 
 
 def _failing_column(
