@@ -160,3 +160,16 @@ def test_run_trains_through_the_service(service, demo_dataset, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"train input through the tf.data service at {service.address}" in done.stdout
     assert list(root.rglob("saved_model.pb"))
+
+
+def test_run_refuses_an_address_nothing_answers_at_before_converting(demo_dataset, tmp_path):
+    root = tmp_path / "root"
+    done = subprocess.run(
+        [sys.executable, "-m", "tfx_tabular.cli", "run", "--data-root", demo_dataset,
+         "--pipeline-root", str(root), "--data-service", f"localhost:{free_port()}"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.startswith("tfx-tabular: error: --data-service: no tf.data service")
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not any(root.rglob("*.gz")) and not any(root.rglob("metadata.sqlite"))

@@ -174,7 +174,7 @@ def _check_label_kept(args) -> None:
 def _check_pipeline_inputs(args, data_root: str) -> None:
     """What the pipeline reads from the command line, checked before TFX loads: the columns
     --label and --split-by-partition name (the data root's footers), a --curated-schema that
-    is a schema."""
+    is a schema, a --data-service dispatcher that answers."""
     from tfx_tabular.cli.data import load_schema_file
 
     _check_label_kept(args)
@@ -186,6 +186,13 @@ def _check_pipeline_inputs(args, data_root: str) -> None:
     )
     if args.curated_schema and "://" not in args.curated_schema:
         load_schema_file(args.curated_schema, "--curated-schema")
+    if args.data_service:  # before converting, not once the trainer starts
+        from tfx_tabular.training.data_service import DataServiceError, check_dispatcher
+
+        try:
+            check_dispatcher(args.data_service)
+        except DataServiceError as error:
+            raise DataServiceError(f"--data-service: {error}") from None
 
 
 def cmd_run(args) -> dict:
