@@ -6,9 +6,11 @@ per CPU-second of the child's process tree, its peak RSS, and whether its batche
 Parquet values, nulls included (`peer_check`).
 
 A peer whose pins clash with ours runs in its own Python 3.10 environment, made on demand from
-`peer_envs/<peer>.txt` (hash-pinned; `venvs.py`) in the git-ignored `.peers-venv/`. A peer that
-fails on the data is tried again on a copy with its nulls filled (0, '', []), and its row says so;
-one that cannot run at all gets a row saying why, in one line.
+`peer_envs/<peer>.txt` (hash-pinned; `venvs.py`) in the git-ignored `.peers-venv/` (after
+editing a `.in`: `.tools/uv-0.13.9/bin/uv pip compile <peer>.in --python-version 3.10
+--generate-hashes -o <peer>.txt` in that folder). A peer that fails on the data is tried again
+on a copy with its nulls filled (0, '', []), and its row says so; one that cannot run at all gets
+a row saying why, in one line.
 """
 
 from __future__ import annotations
