@@ -99,19 +99,21 @@ def task(peer: str, parquet_dir: str, examples_dir: str, reference_dir: str, bat
         result = measure(batches, examples)
         columns = (_merlin_columns if peer == "merlin" else _columns)(next(batches))
         result["equality"] = peer_check.check(reference_dir, columns, note)
-        return result
     except Exception:
-        # Exit now: after a failed batch some loaders' threads keep the interpreter from
-        # exiting (Hugging Face's hung for minutes).
         traceback.print_exc()
-        sys.stdout.flush()
-        os._exit(1)
-    finally:
-        if peer == "ray":
-            import ray
+        result = None
+    if peer == "ray":
+        import ray
 
-            ray.shutdown()
-        shutil.rmtree(scratch, ignore_errors=True)
+        ray.shutdown()
+    shutil.rmtree(scratch, ignore_errors=True)
+    if result is None:
+        # Exit at once: after a failed batch some loaders' threads keep the interpreter from
+        # exiting (Hugging Face's hung for minutes).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+    return result
 
 
 # --- the loaders, each as its documentation shows a TensorFlow user ---------------------------
