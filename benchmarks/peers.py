@@ -15,6 +15,7 @@ a row saying why, in one line.
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import sys
@@ -33,7 +34,6 @@ EXAMPLES = 262_144
 TIMEOUT = 600
 ENVS = Path(__file__).resolve().parent / "peer_envs"
 VENVS = Path(harness.REPO) / ".peers-venv"
-BASE_PYTHON = "/root/.pyenv/versions/3.10.13/bin/python3.10"
 PEERS = {  # key of peer_tasks.LOADERS → (label, requirements file or None: our environment)
     "ours": (t.PEERS_OURS, None),
     "generator": ("pyarrow generator (from_generator)", None),
@@ -51,8 +51,11 @@ def label(peer: str, batch_size: int) -> str:
 
 
 def base_python() -> str:
-    """The peers' Python 3.10: $PEERS_PYTHON, else pyenv's."""
-    return os.environ.get("PEERS_PYTHON") or BASE_PYTHON
+    """The peers' Python 3.10: $PEERS_PYTHON, else pyenv's (its `python3.10` shim on the PATH
+    fails unless 3.10 is pyenv's global version), else `python3.10` on the PATH (a missing one
+    is then uv's error, in the peers' rows)."""
+    pyenv = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.10.*/bin/python3.10")))
+    return os.environ.get("PEERS_PYTHON") or (pyenv and pyenv[-1]) or "python3.10"
 
 
 # A line naming an exception (`ValueError: ...`), or C++'s `what():  ...` before an abort.
