@@ -184,15 +184,12 @@ def _equality(c: Configuration, _: Section) -> str:
     return " / ".join(dict.fromkeys(said)) or "—"
 
 
-BEST_PEER = "the best peer loader, batch 4,096"
+BEST_PEER = "the best peer loader at batch 4,096"
 
 
 def _derive_peers(s: Section) -> None:
-    """The best peer per CPU-second at batch 4,096, among those that ran (README's baseline)."""
-    ours = s[peers.label("ours", 4096)]
-    measured = [c for c in MEASURED_PEERS(s) if c.name.endswith(", batch 4,096") and c is not ours]
-    best = max(measured, key=lambda c: c.examples_per_cpu_second)
-    s.derive(BEST_PEER, examples_per_cpu_second=best.examples_per_cpu_second)
+    """README's baseline: the best peer per CPU-second at batch 4,096."""
+    s.derive(BEST_PEER, examples_per_cpu_second=t.best_peer(s, "4,096").examples_per_cpu_second)
 
 
 PEER_ROWS = named(*(peers.label(p, b) for b in peers.BATCHES for p in peers.PEERS))

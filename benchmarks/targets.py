@@ -61,14 +61,19 @@ def _stock_ratio(s: Section) -> float:
     return s[OURS].rows_per_second / s.best(STOCK_MODES).rows_per_second
 
 
-def peer_ratio(s: Section, batch: str) -> float:
-    """Ours (columnar batches) over the best peer measured, per CPU-second, in batches of
-    `batch`; peers that could not run have no figure and are left out."""
-    ours = s[f"{PEERS_OURS}, batch {batch}"]
+def best_peer(s: Section, batch: str) -> Configuration:
+    """The peer loader (not ours) with the most examples per CPU-second in batches of `batch`,
+    among those that ran (the others have no figure)."""
     peers = [c for n, c in s.configurations.items()
-             if n.endswith(f", batch {batch}") and c is not ours
+             if n.endswith(f", batch {batch}") and not n.startswith(PEERS_OURS)
              and "examples_per_cpu_second" in c.metrics]  # fmt: skip
-    return ours.examples_per_cpu_second / max(c.examples_per_cpu_second for c in peers)
+    return max(peers, key=lambda c: c.examples_per_cpu_second)
+
+
+def peer_ratio(s: Section, batch: str) -> float:
+    """Ours (columnar batches) over the best peer, per CPU-second, in batches of `batch`."""
+    ours = s[f"{PEERS_OURS}, batch {batch}"]
+    return ours.examples_per_cpu_second / best_peer(s, batch).examples_per_cpu_second
 
 
 def _columnar_targets(which: str, columnar: str, per_row: str) -> list[tuple]:

@@ -149,4 +149,4 @@ def test_the_peers_table_says_why_and_the_target_compares_with_peers_that_ran(tm
     met = {c.target.name: c.met for c in rendered.checked if c.target.section == "peers"}
     assert list(met.values()) == [False, True]  # 3.33x at 4,096 (the generator); 6x at 65,536
     readme = report.readme_block(rendered)
-    assert "| 500,000 | the best peer loader, batch 4,096: 150,000 | 3.33x |" in readme
+    assert "| 500,000 | the best peer loader at batch 4,096: 150,000 | 3.33x |" in readme
