@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import glob
 import os
-import shutil
 import sys
-import tempfile
 import time
 import traceback
 
@@ -89,10 +87,10 @@ def _columns(batch) -> dict:
 
 
 def task(peer: str, parquet_dir: str, examples_dir: str, reference_dir: str, batch_size: int,
-         examples: int, note: str = "") -> dict:  # fmt: skip
+         examples: int, scratch: str, note: str = "") -> dict:  # fmt: skip
     """One measured run of `peer` (a key of LOADERS) and its sample's verdict; `parquet_dir`
-    is what it reads (the original or a null-filled copy), `reference_dir` the original."""
-    scratch = tempfile.mkdtemp(prefix="peer-", dir="/tmp")  # short: Ray's socket paths
+    is what it reads (the original or a null-filled copy), `reference_dir` the original;
+    `scratch` a folder for the loader's own files, which the parent removes."""
     try:
         source = examples_dir if peer in ON_EXAMPLES else parquet_dir
         batches = iter(LOADERS[peer](source, batch_size, scratch))
@@ -106,7 +104,6 @@ def task(peer: str, parquet_dir: str, examples_dir: str, reference_dir: str, bat
         import ray
 
         ray.shutdown()
-    shutil.rmtree(scratch, ignore_errors=True)
     if result is None:
         # Exit at once: after a failed batch some loaders' threads keep the interpreter from
         # exiting (Hugging Face's hung for minutes).

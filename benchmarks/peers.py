@@ -18,7 +18,9 @@ from __future__ import annotations
 import glob
 import os
 import re
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from benchmarks import harness, venvs
@@ -108,11 +110,21 @@ def filled_copy(parquet_dir: str, out_dir: str) -> str:
 
 
 def _attempt(ctx: Context, peer: str, batch_size: int, data: dict, refused: dict) -> dict:
+    """One measured run, its scratch folder removed after it however it ended (a loader may
+    abort or be killed)."""
+    scratch = tempfile.mkdtemp(prefix="peer-", dir="/tmp")  # short: Ray's socket paths in it
+    try:
+        return _attempt_in(ctx, peer, batch_size, {**data, "scratch": scratch}, refused)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _attempt_in(ctx: Context, peer: str, batch_size: int, data: dict, refused: dict) -> dict:
     """One measured run: on the data; if that fails, on its null-filled copy, saying so (and
     remembering it in `refused`, so later runs of the peer go to the copy at once); if both
     fail (or the environment cannot be made), the reason in one line."""
     params = {"peer": peer, "examples_dir": data["examples"], "reference_dir": data["parquet"],
-              "batch_size": batch_size, "examples": EXAMPLES}  # fmt: skip
+              "batch_size": batch_size, "examples": EXAMPLES, "scratch": data["scratch"]}  # fmt: skip
     name = f"peers-{peer}-{batch_size}-{data['repeat']}"
     try:
         start = _start(peer)
