@@ -289,8 +289,19 @@ def child_env() -> dict:
     return env
 
 
-def run_task(ctx: Context, name: str, func: str, **params) -> Run:
-    """Run `benchmarks.<module>:<function>(**params)` in a fresh child; returns its result dict.
+def run_task(
+    ctx: Context,
+    name: str,
+    func: str,
+    python: str = sys.executable,
+    timeout: Optional[float] = None,
+    unset: tuple = (),
+    **params,
+) -> Run:
+    """Run `benchmarks.<module>:<function>(**params)` in a fresh child of `python` (another
+    environment's, for the `peers` section, which `unset`s the variables that are ours only);
+    returns its result dict. A child still running after `timeout` seconds is killed with its
+    descendants, and the run fails.
 
     The child's stdout and stderr go to `<workdir>/logs/<name>.log`.
     """
@@ -299,13 +310,13 @@ def run_task(ctx: Context, name: str, func: str, **params) -> Run:
     log_path = ctx.path("logs", f"{name}.log")
     if os.path.exists(result_path):
         os.remove(result_path)
-    cmd = [sys.executable, "-m", "benchmarks.worker", func, json.dumps(params), result_path]
+    cmd = [python, "-m", "benchmarks.worker", func, json.dumps(params), result_path]
     start = time.perf_counter()
     # The child's temporary files, removed after it: given Beam arguments, TFX's Beam executors
     # package TFX into a temporary folder at every run and leave it (49 MB each).
     temporary = tempfile.mkdtemp(prefix=f"{name}-", dir=ctx.path("logs"))
     with open(log_path, "w") as log:
-        env = child_env()
+        env = {k: v for k, v in child_env().items() if k not in unset}
         env["PYTHONPATH"] = os.pathsep.join(
             [ctx.code] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
         )
@@ -313,7 +324,7 @@ def run_task(ctx: Context, name: str, func: str, **params) -> Run:
         proc = subprocess.Popen(cmd, cwd=ctx.code, stdout=log, stderr=subprocess.STDOUT, env=env)
         sampler = RssSampler(proc.pid)
         sampler.start()
-        code = proc.wait()
+        code = _wait(proc, timeout)
         sampler.stop()
     wall = time.perf_counter() - start
     shutil.rmtree(temporary, ignore_errors=True)
@@ -321,13 +332,30 @@ def run_task(ctx: Context, name: str, func: str, **params) -> Run:
         with open(log_path) as log:
             tail = "".join(log.readlines()[-25:])
         raise RuntimeError(
-            f"benchmark run {name} failed (exit code {code}); log {log_path}:\n{tail}"
+            f"benchmark run {name} failed ({code if isinstance(code, str) else f'exit code {code}'}"
+            f"); log {log_path}:\n{tail}"
         )
     with open(result_path) as handle:
         result = json.load(handle)
     return Run(
         result, wall, sampler.peak, sampler.peak_pss, sampler.peak_single, sampler.max_processes
     )
+
+
+def _wait(proc: subprocess.Popen, timeout: Optional[float]) -> object:
+    """The child's exit code, or "timed out after N s" once it has been killed with its
+    descendants (a hung peer loader's worker processes included)."""
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        tree = psutil.Process(proc.pid).children(recursive=True) + [psutil.Process(proc.pid)]
+        for process in tree:
+            try:
+                process.kill()
+            except psutil.Error:
+                pass
+        proc.wait()
+        return f"timed out after {timeout:.0f} s"
 
 
 def sample(run: Run) -> dict:

@@ -135,16 +135,20 @@ def _train_rows(examples_dir: str) -> int:
     )
 
 
-def task_tfxio(examples_dir: str, shuffle: bool = True) -> dict:
+def tfxio_dataset(examples_dir: str, batch_size: int = BATCH, shuffle: bool = True):
+    """TFXIO's dataset over the train split (the `peers` section's too)."""
     from tfx_bsl.public import tfxio
 
     schema, files = _setup(examples_dir)
     source = tfxio.TFExampleRecord(file_pattern=files, schema=schema)
-    return _measure(
-        source.TensorFlowDataset(
-            tfxio.TensorFlowDatasetOptions(batch_size=BATCH, label_key="label", shuffle=shuffle)
-        )
+    options = tfxio.TensorFlowDatasetOptions(
+        batch_size=batch_size, label_key="label", shuffle=shuffle
     )
+    return source.TensorFlowDataset(options)
+
+
+def task_tfxio(examples_dir: str, shuffle: bool = True) -> dict:
+    return _measure(tfxio_dataset(examples_dir, shuffle=shuffle))
 
 
 def task_tfxio_unshuffled(examples_dir: str) -> dict:

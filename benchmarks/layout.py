@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Optional, Union
 
-from benchmarks import formats, input_pipeline, portable_runner, wide_table
+from benchmarks import formats, input_pipeline, peers, portable_runner, wide_table
 from benchmarks import targets as t
 from benchmarks.results import Configuration, Section
 
@@ -172,6 +172,30 @@ DIRECT = portable_runner.CONFIGS["direct"][0]
 WIDE = named(*wide_table.CONFIGS)
 
 
+def _ours_over(c: Configuration, s: Section) -> float:
+    """Ours' examples per CPU-second over this row's, at the row's batch size."""
+    batch = c.name.rsplit(", batch ", 1)[1]
+    return s[f"{t.PEERS_OURS}, batch {batch}"].examples_per_cpu_second / c.examples_per_cpu_second
+
+
+def _equality(c: Configuration, _: Section) -> str:
+    """What the row's check said (the same every repeat, as a rule), or why it could not run."""
+    said = c.metrics.get("equality") or c.metrics.get("error") or []
+    return " / ".join(dict.fromkeys(said)) or "—"
+
+
+BEST_PEER = "the best peer loader at batch 4,096"
+
+
+def _derive_peers(s: Section) -> None:
+    """README's baseline: the best peer per CPU-second at batch 4,096."""
+    s.derive(BEST_PEER, examples_per_cpu_second=t.best_peer(s, "4,096").examples_per_cpu_second)
+
+
+PEER_ROWS = named(*(peers.label(p, b) for b in peers.BATCHES for p in peers.PEERS))
+MEASURED_PEERS = lambda s: [c for c in PEER_ROWS(s) if "examples_per_cpu_second" in c.metrics]  # noqa: E731
+
+
 def _times_faster(x: float) -> str:
     """A ratio of seconds (or of rates inverted) as how many times faster."""
     return formats.ratio(1 / x)
@@ -283,6 +307,19 @@ LAYOUTS = [
                 "steps_per_second", formats.seconds, "reference model, columnar batches",
                 "reference model, per-row tf.Example"),
     ]),
+    Layout("peers", "Peer Parquet → TensorFlow loaders", [
+        Table("", PEER_ROWS, [
+            NAME, EPS, Column("Examples/CPU s", "examples_per_cpu_second", formats.rate),
+            Column("Ours ÷ it, per CPU s", _ours_over, formats.ratio), PEAK_RSS,
+            Column("Batches against the Parquet values", _equality, align="l")]),
+    ], [
+        Bars("Peer loaders into TensorFlow, per CPU-second", MEASURED_PEERS,
+             "examples_per_cpu_second", "examples per CPU-second"),
+    ], [
+        Summary("Parquet into TensorFlow, batch 4,096, examples per CPU-second: ours (columnar) "
+                "vs the best peer loader", "examples_per_cpu_second", formats.rate,
+                peers.label("ours", 4096), BEST_PEER),
+    ], _derive_peers),
     Layout("memory_cap", "Larger than memory: conversion and input_fn under a memory cap", [
         Table("", starting("convert", "input_fn"), [
             NAME, Column("Data", "data_bytes", formats.size), Column("Cap", "cap", formats.mib),

@@ -93,11 +93,19 @@ def test_the_report_renders_from_a_small_fixture_of_rows(tmp_path):
     assert "| not measured |" in text
 
 
+# Sections added since the published results' full `make bench`: their targets wait for the
+# next one (which must then drop them from here; the test below fails until it does).
+AWAITING_A_FULL_RUN = {"peers"}
+
+
 def test_every_target_is_measured_by_the_last_bench():
     """Each target names configurations and metrics the sections record: in the published
     results, every target has a figure unless its section recorded why it measured nothing."""
     rendered = report.build(results.load(RESULTS))
     for checked in rendered.checked:
+        if checked.target.section in AWAITING_A_FULL_RUN:
+            assert checked.target.section not in rendered.sections, "measured: drop it above"
+            continue
         section = rendered.sections[checked.target.section]
         explained = any("error" in c.metrics for c in section.configurations.values())
         assert checked.value is not None or explained, checked.target.name
@@ -110,3 +118,35 @@ def test_every_section_has_its_method_and_keeps_its_heading():
     for view in layout.LAYOUTS:
         assert os.path.isfile(os.path.join(report.METHOD, f"{view.section}.md")), view.section
     assert {t.section for t in TARGETS} <= {view.section for view in layout.LAYOUTS}
+
+
+def peers_rows() -> list[dict]:
+    recorder = Recorder("peers")
+    for name, cpu_rate, said in (
+        ("ours: input_fn, columnar batches, batch 4,096", 500e3, "values equal on 9 rows"),
+        ("pyarrow generator (from_generator), batch 4,096", 150e3, "nulls filled (0 / '')"),
+        ("Petastorm, batch 4,096", None, "cannot run here: ValueError: x"),
+        ("ours: input_fn, columnar batches, batch 65,536", 600e3, "values equal on 9 rows"),
+        ("Ray Data (to_tf), batch 65,536", 100e3, "fails on the data (y): filled copy"),
+    ):
+        for noise in (0.9, 1.1):
+            if cpu_rate is None:
+                recorder.add(name, {"error": said})
+                continue
+            rate = cpu_rate * noise
+            sample = {"examples_per_second": rate, "examples_per_cpu_second": rate}
+            recorder.add(name, {**sample, "peak_rss": 1 << 30, "equality": said})
+    return recorder.rows()
+
+
+def test_the_peers_table_says_why_and_the_target_compares_with_peers_that_ran(tmp_path):
+    out = tmp_path / "benchmarks.md"
+    results.save({"run": RUN, "rows": peers_rows()}, str(tmp_path / "r.json"))
+    rendered = report.write(results.load(str(tmp_path / "r.json")), str(out))
+    text = out.read_text(encoding="utf-8")
+    assert "| Petastorm, batch 4,096 | — | — | — | — | cannot run here: ValueError: x |" in text
+    assert "| 100,000 | 6.00x | 1,024 MiB | fails on the data (y): filled copy |" in text
+    met = {c.target.name: c.met for c in rendered.checked if c.target.section == "peers"}
+    assert list(met.values()) == [False, True]  # 3.33x at 4,096 (the generator); 6x at 65,536
+    readme = report.readme_block(rendered)
+    assert "| 500,000 | the best peer loader at batch 4,096: 150,000 | 3.33x |" in readme
