@@ -22,6 +22,13 @@ from benchmarks.results import Recorder
 
 WORKERS = 2
 PATHS = {"columnar batches": True, "per-row records": False}
+WHERE = ("in-process", f"{WORKERS} workers")
+
+
+def label(where: str, path: str) -> str:
+    return f"{where}, {path}"
+
+
 READY = {"dispatcher": "serving on", "worker": "registered with"}
 
 
@@ -97,8 +104,8 @@ def run(ctx: Context) -> list[dict]:
     try:
         for repeat in range(ctx.repeats):
             for path, columnar in PATHS.items():
-                for where, service in (("in-process", ""), (f"{WORKERS} workers", address)):
-                    name = f"{where}, {path}"
+                for where, service in zip(WHERE, ("", address), strict=True):
+                    name = label(where, path)
                     run = harness.run_task(
                         ctx,
                         f"data-service-{repeat}-{where}-{columnar}".replace(" ", "-"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Optional, Union
 
-from benchmarks import formats, input_pipeline, peers, portable_runner, wide_table
+from benchmarks import data_service, formats, input_pipeline, peers, portable_runner, wide_table
 from benchmarks import targets as t
 from benchmarks.results import Configuration, Section
 
@@ -320,6 +320,13 @@ LAYOUTS = [
                 "vs the best peer loader", "examples_per_cpu_second", formats.rate,
                 peers.label("ours", 4096), BEST_PEER),
     ], _derive_peers),
+    Layout("data_service", "Input workers (tf.data service)", [
+        Table("", named(*(data_service.label(w, p) for p in data_service.PATHS
+                          for w in data_service.WHERE)), [
+            NAME, EPS, Column("Trainer CPU s per 1M examples",
+                              "trainer_cpu_per_million_examples", formats.seconds),
+            Column("Trainer CPU vs in-process", t.service_cpu_share, formats.percent)]),
+    ]),
     Layout("memory_cap", "Larger than memory: conversion and input_fn under a memory cap", [
         Table("", starting("convert", "input_fn"), [
             NAME, Column("Data", "data_bytes", formats.size), Column("Cap", "cap", formats.mib),

@@ -20,6 +20,7 @@ import sys
 import time
 
 from benchmarks import (
+    data_service,
     example_statistics,
     examplegen,
     harness,
@@ -39,6 +40,7 @@ SECTIONS = {
     "schema_inference": schema_inference.run,
     "input_pipeline": input_pipeline.run,
     "peers": peers.run,
+    "data_service": data_service.run,
     "memory_cap": memory_cap.run,
     "portable_runner": portable_runner.run,
     "wide_table": wide_table.run,

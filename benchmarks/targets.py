@@ -48,6 +48,13 @@ MEMORY = "peak RSS: ours, columnar batches, 1,000 batches"
 PEERS_OURS = "ours: input_fn, columnar batches"  # the peers section's label for ours
 
 
+def service_cpu_share(run: Configuration, s: Section) -> float:
+    """The trainer's CPU per example through the service, over the same path's in-process."""
+    path = run.name.split(", ", 1)[1]
+    in_process = s[f"in-process, {path}"].trainer_cpu_per_million_examples
+    return run.trainer_cpu_per_million_examples / in_process
+
+
 def growth(after: float, before: float) -> float:
     return after / before - 1
 
@@ -167,6 +174,11 @@ TARGETS = [Target(*entry) for entry in [
        lambda s, b=b: peer_ratio(s, b), "≥", 5, formats.ratio,
        "issue 47: far enough ahead of what a TensorFlow user would pick to be worth a second "
        "output") for b in ("4,096", "65,536")],
+    # Input workers
+    *[("data_service", f"trainer CPU per example through 2 input workers vs in-process, {p}",
+       lambda s, p=p: service_cpu_share(s[f"2 workers, {p}"], s), "<", 0.10, formats.percent,
+       "issue 49: the trainer spends its CPU on the model, not on input")
+      for p in ("columnar batches", "per-row records")],
     # Larger than memory
     ("memory_cap", "convert: data processed, over its memory cap",
      lambda s: over_cap(s["convert, 7,000,000 rows"]),
