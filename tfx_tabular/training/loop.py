@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import inspect
 import logging
+import math
 import os
 import tempfile
 import time
@@ -37,7 +38,13 @@ from tfx_tabular.training.export import export_serving_model
 from tfx_tabular.training.input_fn import input_fn
 from tfx_tabular.training.model import build_reference_model
 from tfx_tabular.training.strategy import choose_strategy, is_chief
-from tfx_tabular.training.task import REGRESSION, Task, task_of
+from tfx_tabular.training.task import (
+    REGRESSION,
+    LabelValuesError,
+    Task,
+    non_finite_label_message,
+    task_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +132,10 @@ def check_label(schema: schema_pb2.Schema, label: str) -> None:
             f"label {label!r} has missing values (the schema gives it no fixed shape, as for a "
             "column with nulls): drop or fill those rows, or transform the label"
         )
+    feature = next(f for f in schema.feature if f.name == label)
+    bounds = (feature.float_domain.min, feature.float_domain.max)
+    if feature.HasField("float_domain") and not all(math.isfinite(b) for b in bounds):
+        raise LabelValuesError(non_finite_label_message(label))  # the footers saw ±inf
 
 
 def _checked_inputs(
@@ -383,6 +394,19 @@ class _Loop:
         return history, metrics
 
 
+@contextlib.contextmanager
+def _label_values_checked(label: str) -> Iterator[None]:
+    """The label encoder's check of a batch (non-finite labels), failing inside the compiled
+    step, as the one-line error it is rather than TensorFlow's node and call stack."""
+    try:
+        yield
+    except tf.errors.InvalidArgumentError as error:
+        message = non_finite_label_message(label)
+        if message in error.message:
+            raise LabelValuesError(message) from None
+        raise
+
+
 def _checked_setup(schema, config: TrainingConfig):
     """The label (given, or the schema's) and the strategy, whose replicas split the batch."""
     label = config.label or label_of(schema)
@@ -512,7 +536,7 @@ def train(
         on_progress,
     )
     try:
-        with _precision_policy(config.mixed_precision):
+        with _precision_policy(config.mixed_precision), _label_values_checked(label):
             history, metrics = loop.run(iter(train_data))
             if serving_model_dir is not None:
                 export_serving_model(
