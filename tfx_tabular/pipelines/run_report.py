@@ -56,6 +56,8 @@ def _training_report(run) -> dict:
             total_steps=p["total_steps"].int_value,
             replicas=p["replicas"].int_value,
         )
+    if "export_seconds" in p:
+        report["export_seconds"] = p["export_seconds"].double_value
     report["eval"] = {k[5:]: _metric(v) for k, v in sorted(p.items()) if k.startswith("eval_")}
     return report
 

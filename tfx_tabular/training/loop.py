@@ -64,6 +64,7 @@ class TrainResult:
     epochs: list[EpochStats]
     eval_metrics: dict[str, float]
     serving_model_dir: Optional[str]
+    export_seconds: Optional[float] = None  # writing the serving SavedModel (None: no export)
 
 
 @dataclasses.dataclass
@@ -538,6 +539,7 @@ def train(
     try:
         with _precision_policy(config.mixed_precision), _label_values_checked(label):
             history, metrics = loop.run(iter(train_data))
+            exporting, export_seconds = time.perf_counter(), None
             if serving_model_dir is not None:
                 export_serving_model(
                     trainable.model,
@@ -547,9 +549,14 @@ def train(
                     run.writable(serving_model_dir),
                     transform_output,
                 )
+                export_seconds = time.perf_counter() - exporting
     finally:
         _close_run(run, writers)
     exported = serving_model_dir is not None and is_chief(strategy)
     return TrainResult(
-        int(trainable.step.numpy()), history, metrics, serving_model_dir if exported else None
+        int(trainable.step.numpy()),
+        history,
+        metrics,
+        serving_model_dir if exported else None,
+        export_seconds,
     )

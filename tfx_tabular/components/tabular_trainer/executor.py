@@ -89,6 +89,8 @@ def _run_summary(result, strategy, gpus: int, schema) -> Dict[str, Any]:
             examples_per_second=float(last.examples_per_second),
             input_wait_fraction=float(last.input_wait_fraction),
         )
+    if result.export_seconds is not None:
+        summary["export_seconds"] = float(result.export_seconds)
     summary.update({f"eval_{name}": float(value) for name, value in result.eval_metrics.items()})
     return summary
 
