@@ -114,7 +114,7 @@ class _Groups:
     """Feature names by how they are read: dense numbers by dtype (with their column-wise scale),
     variable-length numbers by dtype (scale per feature), categoricals by dtype."""
 
-    dense: dict  # dtype name → ([names], [widths], offsets, inverse spans, use_log, float columns)
+    dense: dict  # dtype name → ([names], [widths], offsets, inverse spans, use_log)
     ragged: dict  # dtype name → ([names], offsets, inverse spans, use_log)
     categorical: dict  # dtype name → ([names], per-feature offsets into the table)
     table_rows: int
@@ -128,10 +128,9 @@ def _group_features(features: list, spec: dict) -> _Groups:
         offset, inverse, use_log = _domain_scale(feature)
         if isinstance(parsing, tf.io.FixedLenFeature):
             width = int(np.prod(parsing.shape or [1]))
-            group = dense.setdefault(parsing.dtype.name, ([], [], [], [], [], []))
+            group = dense.setdefault(parsing.dtype.name, ([], [], [], [], []))
             columns = ([feature.name], [width], [offset] * width, [inverse] * width)
             columns += ([use_log] * width,)
-            columns += ([parsing.dtype == tf.float32] * width,)
         else:
             group = ragged.setdefault(parsing.dtype.name, ([], [], [], []))
             columns = ([feature.name], [offset], [inverse], [use_log])
@@ -164,14 +163,15 @@ class SchemaFeatures(keras.layers.Layer):
                 self._groups.table_rows, EMBEDDING_DIM, name="embeddings"
             )
 
-    def _dense(self, inputs, names, widths, offsets, inverse_spans, use_log, float_columns):
-        """Fixed-shape numbers of one dtype: scaled columns, then float columns' indicators."""
+    def _dense(self, inputs, names, widths, offsets, inverse_spans, use_log):
+        """Fixed-shape numbers of one dtype: scaled columns, then (floats) their indicators of a
+        non-finite value."""
         columns = [tf.reshape(inputs[n], [-1, w]) for n, w in zip(names, widths, strict=True)]
         x = tf.concat(columns, axis=1)
         scaled, finite = _scaled(x, offsets, inverse_spans, use_log)
-        if not any(float_columns):
+        if not x.dtype.is_floating:
             return [scaled]
-        return [scaled, 1.0 - tf.cast(tf.boolean_mask(finite, float_columns, axis=1), tf.float32)]
+        return [scaled, 1.0 - tf.cast(finite, tf.float32)]
 
     def _ragged(self, inputs, names, offsets, inverse_spans, use_log):
         """Variable-length numbers of one dtype: the mean of each row's finite scaled values and
@@ -196,7 +196,9 @@ class SchemaFeatures(keras.layers.Layer):
         salt = tf.gather(tf.constant(offsets, tf.int64), features)
         ids = tf.math.floormod(_hash(values, self._groups.bins) + salt, self._groups.table_rows)
         segments = len(names) * tf.shape(inputs[names[0]], out_type=tf.int64)[0]
-        total = tf.math.unsorted_segment_sum(self._embeddings(ids), rows, segments)
+        # float32 whatever the precision policy: the other groups' parts are
+        embedded = tf.cast(self._embeddings(ids), tf.float32)
+        total = tf.math.unsorted_segment_sum(embedded, rows, segments)
         count = tf.math.unsorted_segment_sum(tf.ones_like(rows, tf.float32), rows, segments)
         mean = total / tf.maximum(count, 1.0)[:, None]
         return [_per_row(mean, len(names), EMBEDDING_DIM)]
@@ -240,15 +242,6 @@ class ReferenceModel(keras.Model):
         return self.head(x)
 
 
-def _input_spec(spec) -> tf.TypeSpec:
-    if isinstance(spec, tf.io.FixedLenFeature):
-        return tf.TensorSpec([None, *spec.shape], spec.dtype)
-    ragged_rank = 1 + len(spec.partitions)
-    return tf.RaggedTensorSpec(
-        [None] + [None] * ragged_rank, spec.dtype, ragged_rank, row_splits_dtype=tf.int64
-    )
-
-
 def build_reference_model(
     schema: schema_pb2.Schema,
     label: str,
@@ -261,16 +254,16 @@ def build_reference_model(
     spec = feature_spec(schema)
     task = task or task_of(schema, label)
     model = ReferenceModel(schema, label, task, hidden_units, name="reference_model")
-    inputs = {name: _input_spec(s) for name, s in spec.items() if name != label}
-    model({name: _empty(s) for name, s in inputs.items()}, training=False)
+    model({name: _empty(s) for name, s in spec.items() if name != label}, training=False)
     return model
 
 
-def _empty(spec: tf.TypeSpec):
-    """A batch of no examples of `spec`: what builds the model's weights."""
-    if isinstance(spec, tf.TensorSpec):
-        return tf.zeros([0, *spec.shape[1:]], spec.dtype)
+def _empty(spec):
+    """A batch of no examples parsed by `spec` (a FixedLenFeature or a RaggedFeature): what
+    builds the model's weights."""
+    if isinstance(spec, tf.io.FixedLenFeature):
+        return tf.zeros([0, *spec.shape], spec.dtype)
     batch = tf.zeros([0], spec.dtype)
-    for _ in range(spec.ragged_rank):
+    for _ in range(1 + len(spec.partitions)):
         batch = tf.RaggedTensor.from_row_splits(batch, tf.zeros([1], tf.int64))
     return batch
