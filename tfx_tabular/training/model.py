@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from typing import Optional
 
 import numpy as np
@@ -212,14 +211,6 @@ class SchemaFeatures(keras.layers.Layer):
         for group in self._groups.categorical.values():
             parts += self._categorical(inputs, *group)
         return tf.concat(parts, axis=1)
-
-
-def layer_name(index: int, feature: str) -> str:
-    """A Keras name for a feature: Parquet allows any column name (`dense`, `été`, `a b`,
-    `schema_features`, names that differ only in case), Keras needs unique names of ASCII
-    letters, digits and `_`. The index makes it unique; the feature name, kept where it is
-    safe, makes it readable."""
-    return f"f{index}_" + re.sub(r"[^A-Za-z0-9_]", "_", feature)[:48]
 
 
 class ReferenceModel(keras.Model):
