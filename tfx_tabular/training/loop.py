@@ -368,13 +368,18 @@ class _Loop:
         self.evaluate_batches(iter(self.eval_dataset), tf.constant(steps, tf.int64))
         return {name: float(m.result().numpy()) for name, m in self.trainable.eval_metrics.items()}
 
-    def run(self, iterator):
+    def run(self, train_data):
         """Epochs up to the config's total steps, each evaluated; (history, last metrics)."""
         history, metrics, step = [], {}, self.trainable.step
         steps_per_epoch, last_step = self.config.steps_per_epoch, self.config.total_steps
+        iterator = iter(train_data)
         while int(step.numpy()) < last_step:
             epoch = int(step.numpy()) // steps_per_epoch
             stats = self.epoch(iterator, epoch + 1, min((epoch + 1) * steps_per_epoch, last_step))
+            if int(step.numpy()) >= last_step:
+                # Its prefetched batches are not needed any more: freed before the last
+                # evaluation and the export, not held under them (wide tables: hundreds of MiB).
+                iterator = None
             history.append(stats)
             self.manager.save(checkpoint_number=step)
             _write_summary(
@@ -538,7 +543,7 @@ def train(
     )
     try:
         with _precision_policy(config.mixed_precision), _label_values_checked(label):
-            history, metrics = loop.run(iter(train_data))
+            history, metrics = loop.run(train_data)
             exporting, export_seconds = time.perf_counter(), None
             if serving_model_dir is not None:
                 export_serving_model(
