@@ -170,6 +170,7 @@ CONVERSIONS = starting("stock TFX", "ours, ", "loop:")
 INPUT_METHODS = named(*(label for label, _, _ in input_pipeline.METHODS))
 DIRECT = portable_runner.CONFIGS["direct"][0]
 WIDE = named(*wide_table.CONFIGS)
+WIDE_RUNS = named(*wide_table.RUNS)
 
 
 def _ours_over(c: Configuration, s: Section) -> float:
@@ -365,6 +366,12 @@ LAYOUTS = [
         Table("", named(t.WIDE_SCHEMA), [
             NAME, Column("infer-schema s", "infer_seconds", formats.seconds),
             Column("show-schema s", "show_seconds", formats.seconds)]),
+        Table("`tfx-tabular run`, one epoch", WIDE_RUNS, [
+            NAME, Column("Features", "features", formats.count), SECONDS,
+            Column("Steps", "steps", formats.count),
+            Column("Steps/s", "steps_per_second", formats.seconds),
+            Column("Export s", "export_seconds", formats.seconds),
+            Column("Eval AUC", "eval_auc", formats.score), PEAK_RSS]),
     ], [
         Bars("Wide (2,000 columns) vs Criteo-shaped conversion", WIDE, "values_per_cpu_second",
              "values per CPU-second"),

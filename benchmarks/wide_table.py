@@ -1,19 +1,23 @@
-"""Section — wide tables (issue 28): a 2,000-column dataset converted with and without the
-one-pass statistics, beside a Criteo-shaped dataset of the same number of values, each in a
+"""Section — wide tables (issues 28 and 48): a 2,000-column dataset converted with and without
+the one-pass statistics, beside a Criteo-shaped dataset of the same number of values, each in a
 fresh child process (repeats interleaved); then `infer-schema` and `show-schema` on the wide
-output. Reported per configuration: wall seconds, CPU seconds of the process tree, peak RSS.
+output; then `tfx-tabular run` for one epoch, as a user types it, on the wide table with a label
+and on the Criteo-shaped table of as many rows. Reported per configuration: wall seconds, CPU
+seconds of the process tree, peak RSS; for the runs, training steps/s and the export's seconds.
 
-    python -m benchmarks.wide_table DIR [--rows 50000] [--columns 2000]
+    python -m benchmarks.wide_table DIR [--rows 50000] [--columns 2000] [--label]
 
-writes the wide dataset alone (for trying things by hand).
+writes the wide dataset alone (for trying things by hand; with a label, as the runs use it).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
+import subprocess
 import sys
 import time
 
@@ -28,6 +32,8 @@ NULL_SHARE = 0.05
 CATEGORIES = 1_000  # distinct strings per string column
 CONFIGS = ("wide-without", "wide-with", "criteo-without", "criteo-with")
 SCHEMA = "infer-schema, show-schema on the wide output"
+RUNS = ("run: 2,000 columns, 1 epoch", "run: Criteo-shaped, 1 epoch")
+BATCH_SIZE = 1024  # `run`'s default batch, to turn its examples/s into steps/s
 
 
 def wide_columns(columns: int) -> list[tuple[str, str]]:
@@ -50,8 +56,21 @@ def _wide_column(kind: str, rows: int, rng):
     return dictionary.take(codes)
 
 
-def write_wide_dataset(root: str, rows: int = ROWS, columns: int = COLUMNS) -> str:
-    """`rows` x `columns` in FILES files under `root` (kept and reused when complete)."""
+def _label(arrays: list, rng):
+    """A binary label the first ten float columns decide, with noise (nulls read as 0)."""
+    import numpy as np
+    import pyarrow as pa
+
+    floats = [a.fill_null(0.0).to_numpy() for a in arrays if pa.types.is_float64(a.type)][:10]
+    score = np.sum(floats, axis=0) + rng.standard_normal(len(arrays[0])) * 2
+    return pa.array(score > 0)
+
+
+def write_wide_dataset(
+    root: str, rows: int = ROWS, columns: int = COLUMNS, label: bool = False
+) -> str:
+    """`rows` x `columns` in FILES files under `root` (kept and reused when complete); with
+    `label`, a bool column `label` besides."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -65,6 +84,8 @@ def write_wide_dataset(root: str, rows: int = ROWS, columns: int = COLUMNS) -> s
     for index, count in enumerate(np.diff(np.linspace(0, rows, FILES + 1).astype(int))):
         arrays = [_wide_column(kind, int(count), rng) for _, kind in names]
         table = pa.table(arrays, names=[name for name, _ in names])
+        if label:
+            table = table.append_column("label", _label(arrays, rng))
         pq.write_table(table, os.path.join(root, f"part-{index:05d}.parquet"))
     harness._mark_complete(root, rows)
     return root
@@ -132,6 +153,44 @@ def task_schema(examples_dir: str, example_statistics_dir: str, schema_path: str
     return {"infer_seconds": inferred - start, "show_seconds": time.perf_counter() - inferred}
 
 
+def task_run(data_root: str, pipeline_root: str) -> dict:
+    """`tfx-tabular run` for one epoch, default flags otherwise, as a user types it (the
+    installed command, in its own process): its wall seconds and what its JSON report says."""
+    command = os.path.join(os.path.dirname(sys.executable), "tfx-tabular")
+    arguments = ["run", "--data-root", data_root, "--pipeline-root", pipeline_root]
+    start = time.perf_counter()
+    done = subprocess.run(
+        [command, *arguments, "--epochs", "1", "--json"], capture_output=True, text=True
+    )
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"tfx-tabular run failed ({done.returncode}): {done.stderr[-3000:]}")
+    report = json.loads(done.stdout)
+    training = report["training"]
+    return {
+        "seconds": seconds,
+        "features": report["schema"]["features"],
+        "steps": training["total_steps"],
+        "steps_per_second": training["examples_per_second"] / BATCH_SIZE,
+        "export_seconds": training["export_seconds"],
+        "eval_auc": training["eval"]["auc"],
+    }
+
+
+def _run(ctx: Context, name: str, data: str, target: str) -> dict:
+    shutil.rmtree(target, ignore_errors=True)
+    run = harness.run_task(ctx, name, "wide_table:task_run", data_root=data, pipeline_root=target)
+    r = run.result
+    print(
+        f"  {name}: {r['seconds']:.1f} s, {r['steps']} steps at {r['steps_per_second']:.2f}/s, "
+        f"export {r['export_seconds']:.1f} s, eval AUC {r['eval_auc']:.3f}, "
+        f"peak RSS {run.peak_rss / 2**20:,.0f} MiB",
+        flush=True,
+    )
+    shutil.rmtree(target, ignore_errors=True)
+    return harness.sample(run)
+
+
 def _convert(
     ctx: Context, name: str, data: str, target: str, with_example_statistics: bool
 ) -> dict:
@@ -188,6 +247,11 @@ def run(ctx: Context) -> list[dict]:
     )
     recorder.add(SCHEMA, {"columns": COLUMNS, **schema})
     shutil.rmtree(out, ignore_errors=True)
+    labelled = write_wide_dataset(ctx.path("data", f"wide-{ROWS}x{COLUMNS}-label"), label=True)
+    for repeat in range(ctx.repeats):
+        for name, source in zip(RUNS, (labelled, ctx.dataset(ROWS)), strict=True):
+            recorder.add(name, _run(ctx, f"run-{name[5:9]}-{repeat}", source, out))
+    shutil.rmtree(out, ignore_errors=True)
     return recorder.rows()
 
 
@@ -202,8 +266,9 @@ def main(argv=None) -> int:
     p.add_argument("dir")
     p.add_argument("--rows", type=int, default=ROWS)
     p.add_argument("--columns", type=int, default=COLUMNS)
+    p.add_argument("--label", action="store_true", help="add the bool column `label`")
     args = p.parse_args(argv)
-    print(write_wide_dataset(args.dir, args.rows, args.columns))
+    print(write_wide_dataset(args.dir, args.rows, args.columns, args.label))
     return 0
 
 

@@ -58,6 +58,15 @@ def wide_table_rows(schema_seconds: float) -> list[dict]:
         "infer-schema, show-schema on the wide output",
         {"infer_seconds": 1.0, "show_seconds": schema_seconds},
     )
+    for config, seconds, rss in (
+        ("run: 2,000 columns, 1 epoch", 200.0, 5 << 30),
+        ("run: Criteo-shaped, 1 epoch", 40.0, 1 << 30),
+    ):
+        recorder.add(
+            config,
+            {"seconds": seconds, "peak_rss": rss, "steps": 32, "steps_per_second": 1.5,
+             "export_seconds": 9.0, "eval_auc": 0.75, "features": 40},
+        )  # fmt: skip
     return recorder.rows()
 
 
@@ -87,7 +96,13 @@ def test_the_report_renders_from_a_small_fixture_of_rows(tmp_path):
         "values/CPU s, Criteo-shaped over 2,000 columns": True,  # 1.68x
         "statistics' CPU added at 2,000 columns": True,  # +25%
         "infer-schema and show-schema at 2,000 columns, the slower, seconds": False,  # 9 s
+        "tfx-tabular run, one epoch on 2,000 columns x 50,000 rows, seconds": True,  # 200 s
+        "peak memory of that run": False,  # 5 GiB
     }
+    assert (
+        "| run: 2,000 columns, 1 epoch | 40 | 200.0 | 32 | 1.50 | 9.00 | 0.750 | 5,120 MiB |"
+        in text
+    )
     others = [c for c in rendered.checked if c.target.section != "wide_table"]
     assert others and all(c.met is None for c in others)  # not measured, not failed
     assert "| not measured |" in text

@@ -16,7 +16,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from tfx_tabular.conversion import transform
+from tfx_tabular.conversion import allocator, transform
 from tfx_tabular.conversion.plan import OutputOptions, Splits, sized_for
 from tfx_tabular.conversion.publish import ConversionResult, publish
 from tfx_tabular.conversion.staging import PUBLISHED_MARKER, Staging
@@ -90,6 +90,8 @@ def run_conversion(
             _stop_writers(pipeline)
         _discard(staging)
         raise
+    finally:
+        allocator.release_freed_memory()
     result.seconds = time.perf_counter() - start
     for line in result.warnings:
         log.warning(line)

@@ -56,8 +56,16 @@ def _training_report(run) -> dict:
             total_steps=p["total_steps"].int_value,
             replicas=p["replicas"].int_value,
         )
-    report["eval"] = {k[5:]: v.double_value for k, v in sorted(p.items()) if k.startswith("eval_")}
+    if "export_seconds" in p:
+        report["export_seconds"] = p["export_seconds"].double_value
+    report["eval"] = {k[5:]: _metric(v) for k, v in sorted(p.items()) if k.startswith("eval_")}
     return report
+
+
+def _metric(value):
+    """An eval metric as the trainer recorded it: a float, or the text of a non-finite one
+    ("nan", "inf"), kept as text so that the report stays JSON."""
+    return value.string_value if value.WhichOneof("value") == "string_value" else value.double_value
 
 
 def _lineage(store, types: dict, model) -> list[str]:
@@ -237,7 +245,13 @@ def _training_lines(training: dict, demo: Optional[dict]) -> list[str]:
             f"{training['total_steps']} steps on {training['replicas']} replica(s)"
         )
     if training["eval"]:
-        lines.append("Eval      " + ", ".join(f"{k} {v:.4f}" for k, v in training["eval"].items()))
+        lines.append(
+            "Eval      "
+            + ", ".join(
+                f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+                for k, v in training["eval"].items()
+            )
+        )
     if demo:
         lines.append(
             f"Demo      learned AUC {demo['learned_auc']:.4f} vs ceiling "

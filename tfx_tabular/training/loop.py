@@ -22,6 +22,7 @@ import dataclasses
 import hashlib
 import inspect
 import logging
+import math
 import os
 import tempfile
 import time
@@ -38,7 +39,13 @@ from tfx_tabular.training.export import export_serving_model
 from tfx_tabular.training.input_fn import input_fn
 from tfx_tabular.training.model import build_reference_model
 from tfx_tabular.training.strategy import choose_strategy, is_chief
-from tfx_tabular.training.task import REGRESSION, Task, task_of
+from tfx_tabular.training.task import (
+    REGRESSION,
+    LabelValuesError,
+    Task,
+    non_finite_label_message,
+    task_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +65,7 @@ class TrainResult:
     epochs: list[EpochStats]
     eval_metrics: dict[str, float]
     serving_model_dir: Optional[str]
+    export_seconds: Optional[float] = None  # writing the serving SavedModel (None: no export)
 
 
 @dataclasses.dataclass
@@ -126,6 +134,10 @@ def check_label(schema: schema_pb2.Schema, label: str) -> None:
             f"label {label!r} has missing values (the schema gives it no fixed shape, as for a "
             "column with nulls): drop or fill those rows, or transform the label"
         )
+    feature = next(f for f in schema.feature if f.name == label)
+    bounds = (feature.float_domain.min, feature.float_domain.max)
+    if feature.HasField("float_domain") and not all(math.isfinite(b) for b in bounds):
+        raise LabelValuesError(non_finite_label_message(label))  # the footers saw ±inf
 
 
 def _checked_inputs(
@@ -357,13 +369,18 @@ class _Loop:
         self.evaluate_batches(iter(self.eval_dataset), tf.constant(steps, tf.int64))
         return {name: float(m.result().numpy()) for name, m in self.trainable.eval_metrics.items()}
 
-    def run(self, iterator):
+    def run(self, train_data):
         """Epochs up to the config's total steps, each evaluated; (history, last metrics)."""
         history, metrics, step = [], {}, self.trainable.step
         steps_per_epoch, last_step = self.config.steps_per_epoch, self.config.total_steps
+        iterator = iter(train_data)
         while int(step.numpy()) < last_step:
             epoch = int(step.numpy()) // steps_per_epoch
             stats = self.epoch(iterator, epoch + 1, min((epoch + 1) * steps_per_epoch, last_step))
+            if int(step.numpy()) >= last_step:
+                # Its prefetched batches are not needed any more: freed before the last
+                # evaluation and the export, not held under them (wide tables: hundreds of MiB).
+                iterator = None
             history.append(stats)
             self.manager.save(checkpoint_number=step)
             _write_summary(
@@ -382,6 +399,19 @@ class _Loop:
         if not history:  # resumed after the last step: evaluate what was restored
             metrics = self.evaluate()
         return history, metrics
+
+
+@contextlib.contextmanager
+def _label_values_checked(label: str) -> Iterator[None]:
+    """The label encoder's check of a batch (non-finite labels), failing inside the compiled
+    step, as the one-line error it is rather than TensorFlow's node and call stack."""
+    try:
+        yield
+    except tf.errors.InvalidArgumentError as error:
+        message = non_finite_label_message(label)
+        if message in error.message:
+            raise LabelValuesError(message) from None
+        raise
 
 
 def _checked_setup(schema, config: TrainingConfig):
@@ -527,8 +557,9 @@ def train(
         on_progress,
     )
     try:
-        with _precision_policy(config.mixed_precision):
-            history, metrics = loop.run(iter(train_data))
+        with _precision_policy(config.mixed_precision), _label_values_checked(label):
+            history, metrics = loop.run(train_data)
+            exporting, export_seconds = time.perf_counter(), None
             if serving_model_dir is not None:
                 export_serving_model(
                     trainable.model,
@@ -538,9 +569,14 @@ def train(
                     run.writable(serving_model_dir),
                     transform_output,
                 )
+                export_seconds = time.perf_counter() - exporting
     finally:
         _close_run(run, writers)
     exported = serving_model_dir is not None and is_chief(strategy)
     return TrainResult(
-        int(trainable.step.numpy()), history, metrics, serving_model_dir if exported else None
+        int(trainable.step.numpy()),
+        history,
+        metrics,
+        serving_model_dir if exported else None,
+        export_seconds,
     )

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from tensorflow_metadata.proto.v0 import schema_pb2
 
+from tfx_tabular.source.errors import InputError
+
 if TYPE_CHECKING:
     import tensorflow as tf
     import tf_keras as keras
@@ -31,6 +33,18 @@ MAX_INT_CLASSES = 32
 
 class TaskError(ValueError):
     """A task the label cannot have (e.g. multiclass over floats, classes without a domain)."""
+
+
+class LabelValuesError(InputError):
+    """A label holding values no loss can learn from (NaN, ±inf): the data's, so the command
+    line exits 1 with the message alone."""
+
+
+def non_finite_label_message(label: str) -> str:
+    return (
+        f"label {label!r} holds NaN or infinite values, which no model can learn from: drop "
+        "those rows or give them a value before training"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,11 +90,17 @@ class Task:
 
     def label_encoder(self, label: str) -> Callable[[tf.Tensor], tf.Tensor]:
         """Labels as the loss takes them: string classes → their ids (a batch holding a class
-        outside the vocabulary fails, naming the label), anything else → float32."""
+        outside the vocabulary fails, naming the label), anything else → float32 (a batch
+        holding a NaN or infinite label fails, naming it, before a step learns from it: the
+        footers' min and max leave NaN out, so no schema can tell beforehand)."""
         import tensorflow as tf
 
+        def finite(labels: tf.Tensor) -> tf.Tensor:
+            labels = tf.cast(labels, tf.float32)
+            return tf.debugging.assert_all_finite(labels, non_finite_label_message(label))
+
         if not self.vocabulary:
-            return lambda labels: tf.cast(labels, tf.float32)
+            return finite
         table = tf.lookup.StaticHashTable(
             tf.lookup.KeyValueTensorInitializer(
                 tf.constant(self.vocabulary), tf.range(len(self.vocabulary), dtype=tf.int64)

@@ -5,6 +5,8 @@ pipeline."""
 from __future__ import annotations
 
 import json
+import logging
+import math
 import os
 from typing import Any, Dict, List, Optional
 
@@ -19,6 +21,8 @@ from tfx_tabular.components.parameters import resolve
 from tfx_tabular.components.tabular_trainer import spec, user_code
 from tfx_tabular.runners.progress import Progress
 from tfx_tabular.training.config import TrainingConfig
+
+log = logging.getLogger(__name__)
 
 
 def row_counts(examples) -> Dict[str, int]:
@@ -47,12 +51,18 @@ def split_files(examples, split: str) -> List[str]:
 
 
 def record_run_summary(model_run, summary: Dict[str, Any]) -> None:
-    """The run's figures as ModelRun custom properties (ints, floats, and JSON lists)."""
+    """The run's figures as ModelRun custom properties (ints, floats, and JSON lists). A
+    non-finite float (a loss that diverged) is recorded as its text, "nan" or "inf": ML
+    Metadata's SQLite store writes a double into its SQL as text, where `nan` is not a value and
+    fails the whole recording."""
     for name, value in summary.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             model_run.set_json_value_custom_property(name, value)
         elif isinstance(value, int):
             model_run.set_int_custom_property(name, value)
+        elif not math.isfinite(value):
+            log.warning("%s is %s: recorded on ModelRun as the string %r", name, value, str(value))
+            model_run.set_string_custom_property(name, str(value))
         else:
             model_run.set_float_custom_property(name, value)
 
@@ -79,6 +89,8 @@ def _run_summary(result, strategy, gpus: int, schema) -> Dict[str, Any]:
             examples_per_second=float(last.examples_per_second),
             input_wait_fraction=float(last.input_wait_fraction),
         )
+    if result.export_seconds is not None:
+        summary["export_seconds"] = float(result.export_seconds)
     summary.update({f"eval_{name}": float(value) for name, value in result.eval_metrics.items()})
     return summary
 
