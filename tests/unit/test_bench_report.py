@@ -108,9 +108,13 @@ def test_the_report_renders_from_a_small_fixture_of_rows(tmp_path):
     assert "| not measured |" in text
 
 
-# Sections added since the published results' full `make bench`: their targets wait for the
+# Sections and targets added since the published results' full `make bench`: they wait for the
 # next one (which must then drop them from here; the test below fails until it does).
 AWAITING_A_FULL_RUN = {"peers", "data_service"}
+TARGETS_AWAITING_A_FULL_RUN = {
+    "tfx-tabular run, one epoch on 2,000 columns x 50,000 rows, seconds",
+    "peak memory of that run",
+}
 
 
 def test_every_target_is_measured_by_the_last_bench():
@@ -120,6 +124,9 @@ def test_every_target_is_measured_by_the_last_bench():
     for checked in rendered.checked:
         if checked.target.section in AWAITING_A_FULL_RUN:
             assert checked.target.section not in rendered.sections, "measured: drop it above"
+            continue
+        if checked.target.name in TARGETS_AWAITING_A_FULL_RUN:
+            assert checked.value is None, f"measured: drop {checked.target.name!r} above"
             continue
         section = rendered.sections[checked.target.section]
         explained = any("error" in c.metrics for c in section.configurations.values())
