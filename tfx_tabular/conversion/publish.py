@@ -26,6 +26,7 @@ from tfx_tabular.conversion.transform import (
     statistics_part,
 )
 from tfx_tabular.runners.interrupts import uninterruptible
+from tfx_tabular.source.column_reads import read_column_stats
 from tfx_tabular.source.dataset import Dataset
 
 # Where the warning about non-finite values points people.
@@ -215,6 +216,9 @@ def publish(
         if example_statistics_dir is not None
         else None
     )
+    # The side file holds every column's presence and exact domain, those its footers say
+    # nothing of read from the columns: inference from the Examples needs no Parquet access.
+    side_file = SourceMetadata.of(read_column_stats(dataset)[0]).to_arrow_schema().serialize()
     # From the claim on, all of the output or none of it: a Ctrl-C or SIGTERM waits until the
     # files are in place.
     with uninterruptible():
@@ -226,7 +230,7 @@ def publish(
             _move_statistics(merged_statistics, splits, example_statistics_dir)
         metadata_path = posixpath.join(staging.output_dir, SOURCE_METADATA_FILE)
         with FileSystems.create(metadata_path) as handle:
-            handle.write(SourceMetadata.of(dataset).to_arrow_schema().serialize().to_pybytes())
+            handle.write(side_file.to_pybytes())
         staging.discard()
     return ConversionResult(
         staging.output_dir,
