@@ -407,7 +407,9 @@ def test_a_compiled_pipeline_reruns_on_a_second_data_root_without_recompiling(
     assert cli.main(argv + [f"--param={p}" for p in params]) == 0
 
     out = capsys.readouterr().out
-    assert f"pipeline parameters: batch_size=16, data_root={data_b}, epochs=2" in out
+    assert (
+        f'pipeline parameters: batch_size=16, data_root={data_b}, data_service="", epochs=2' in out
+    )
     with open(compiled) as handle:
         assert handle.read() == compiled_run["compiled_text"]  # not recompiled
     examples_b = _run_outputs(root, "ParquetExampleGen", "examples")

@@ -158,9 +158,11 @@ def test_data_root_and_training_values_are_pipeline_parameters_with_compiled_def
             "defaultValue": 0.001,
             "isOptional": True,
         },
+        # Unset: empty text, which the executor reads as no service.
+        "data_service": {"parameterType": "STRING", "defaultValue": "", "isOptional": True},
     }
     trainer = spec.root.dag.tasks["TabularTrainer"].inputs.parameters
-    for name in ("epochs", "batch_size", "learning_rate"):
+    for name in ("epochs", "batch_size", "learning_rate", "data_service"):
         assert trainer[name].component_input_parameter == name
     # The executor gets typed values: TFX's entry point converts by the component's input types.
     types = spec.components["TabularTrainer"].input_definitions.parameters
@@ -208,6 +210,7 @@ def test_components_built_with_runtime_parameters_compile_with_their_defaults(tm
         "passes": 4.0,
         "batch_size": 1024.0,
         "learning_rate": 0.001,
+        "data_service": "",
     }
 
 
@@ -218,6 +221,7 @@ def test_train_steps_fix_the_length_so_epochs_is_no_parameter(tmp_path):
     assert sorted(job["pipelineSpec"]["root"]["inputDefinitions"]["parameters"]) == [
         "batch_size",
         "data_root",
+        "data_service",
         "learning_rate",
     ]
 
@@ -264,7 +268,7 @@ def test_cli_compile_writes_the_yaml(tmp_path, capsys):
     assert "schemaVersion 2.1.0" in printed
     assert (
         "pipeline parameters (set them with --param at run time): batch_size=1024, "
-        f"data_root={DATA_ROOT}, epochs=1, learning_rate=0.001" in printed
+        f'data_root={DATA_ROOT}, data_service="", epochs=1, learning_rate=0.001' in printed
     )
     trainer = _strict_spec(out).root.dag.tasks["TabularTrainer"].inputs.parameters
     assert (

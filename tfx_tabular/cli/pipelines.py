@@ -317,7 +317,8 @@ def cmd_compile(args) -> dict:
         f"{len(document['tasks'])} tasks on {args.image}, schemaVersion "
         f"{document['schema_version']}",
     )
-    parameters = ", ".join(f"{k}={v}" for k, v in sorted(document["parameters"].items()))
+    shown = {k: '""' if v == "" else v for k, v in document["parameters"].items()}
+    parameters = ", ".join(f"{k}={v}" for k, v in sorted(shown.items()))
     say(args, f"pipeline parameters (set them with --param at run time): {parameters}")
     return document
 

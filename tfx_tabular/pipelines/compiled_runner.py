@@ -95,6 +95,12 @@ def _plain(value):
     return int(plain) if isinstance(plain, float) and plain.is_integer() else plain
 
 
+def _shown(value) -> str:
+    """A parameter value as a line shows it: an unset text parameter as "", not as nothing."""
+    plain = _plain(value)
+    return '""' if plain == "" else str(plain)
+
+
 def _pipeline_spec(handle):
     """The PipelineSpec of a compiled YAML; a second document (the Kubernetes PlatformSpec, see
     kubeflow.DownloadVolume) is checked as the KFP backend parses it, and not applied here."""
@@ -474,7 +480,7 @@ def run_compiled(
         flush=True,
     )
     if root_values:
-        values = ", ".join(f"{k}={_plain(v)}" for k, v in sorted(root_values.items()))
+        values = ", ".join(f"{k}={_shown(v)}" for k, v in sorted(root_values.items()))
         print(f"pipeline parameters: {values}", flush=True)
     produced: Dict[str, dict] = {}
     start = time.perf_counter()

@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from numba.core import event
 
-from tfx_tabular.coders import columnar, encoding, flatten, tfrecord, wire
+from tfx_tabular.coders import columnar, encoding, fingerprint, flatten, tfrecord, wire
 from tfx_tabular.coders.pools import PooledColumns
 from tfx_tabular.source.dataset import Dataset, open_dataset
 from tfx_tabular.source.mapping import features_of
@@ -67,6 +67,7 @@ PORTABLE_TARGET = {
     "+sse4.2,+crc32,+popcnt,+cx16,+sahf",
 }
 KERNEL_MODULES = (
+    fingerprint,
     wire,
     tfrecord,
     encoding,
@@ -277,6 +278,14 @@ _lock = threading.Lock()
 _done = False  # the kernels are in this process, or in a cache it found warm
 
 
+def _fingerprint_sample() -> None:
+    """Fingerprint64 over every length branch, of both offset widths (categorical ids of a
+    vocabulary, `training.categorical`, call it)."""
+    values = ["", "ab", "abcde", "x" * 12, "y" * 20, "z" * 40, "w" * 100]
+    for type_ in (pa.string(), pa.large_string()):
+        fingerprint.fingerprints(pa.array(values, type_))
+
+
 def compile_kernels(on_compiling: Optional[Callable[[], None]] = None) -> float:
     """Compile, or load from numba's cache, every kernel with every argument type a conversion
     uses, once per process, unless the cache is warm (`cache_is_warm`); returns the seconds
@@ -292,6 +301,7 @@ def compile_kernels(on_compiling: Optional[Callable[[], None]] = None) -> float:
             with tempfile.TemporaryDirectory(prefix="tfx-tabular-kernels-") as folder:
                 _write_sample(folder, np.random.default_rng(0))
                 _convert_sample(folder)
+            _fingerprint_sample()
         _write_marker()
         _done = True
     return time.perf_counter() - start if watch.compiled else 0.0
