@@ -177,7 +177,7 @@ TARGETS = [Target(*entry) for entry in [
        "output") for b in ("4,096", "65,536")],
     # Input workers
     *[("data_service", f"trainer CPU per example through 2 input workers vs in-process, {p}",
-       lambda s, p=p: service_cpu_share(s[f"2 workers, {p}"], s), "<", 0.10, formats.percent,
+       lambda s, p=p: service_cpu_share(s[f"2 workers, {p}"], s), "<", 0.10, formats.share,
        "issue 49: the trainer spends its CPU on the model, not on input")
       for p in ("columnar batches", "per-row records")],
     # Larger than memory
