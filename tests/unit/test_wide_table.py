@@ -74,12 +74,12 @@ def test_the_byte_budget_bites_on_wide_rows_only(wide_dataset, demo_dataset):
         assert reading.rows_for_bytes(info, plan.DEFAULT_READ_BATCH_BYTES, 65_536) == 65_536
 
 
-def test_columnar_records_are_cut_to_whole_slices_of_the_budget(wide_dataset, demo_dataset):
+def test_columnar_records_are_cut_to_whole_runs_of_the_budget(wide_dataset, demo_dataset):
     wide = open_dataset(wide_dataset)
     on = plan.OutputOptions(columnar_batch_rows=columnar.DEFAULT_BATCH_ROWS)
     sized = plan.sized_for(dataclasses.replace(on, read_batch_bytes=1 << 20), wide)
-    assert sized.columnar_batch_rows % columnar.SLICE_ROWS == 0
-    assert columnar.SLICE_ROWS <= sized.columnar_batch_rows < columnar.DEFAULT_BATCH_ROWS
+    assert sized.columnar_batch_rows % columnar.RUN_ROWS == 0
+    assert columnar.RUN_ROWS <= sized.columnar_batch_rows < columnar.DEFAULT_BATCH_ROWS
     off = plan.OutputOptions(columnar_batch_rows=0, read_batch_bytes=1)
     assert plan.sized_for(off, wide).columnar_batch_rows == 0
     assert plan.sized_for(on, open_dataset(demo_dataset)) == on
@@ -130,7 +130,7 @@ def test_small_byte_budgets_write_the_same_records_and_statistics(wide_dataset, 
     for (_, big_moments), (_, small_moments) in pairs:
         np.testing.assert_allclose(big_moments, small_moments, rtol=1e-12)
     assert big_rows == columnar.DEFAULT_BATCH_ROWS
-    assert small_rows == reported == columnar.SLICE_ROWS
+    assert small_rows == reported == columnar.RUN_ROWS
 
 
 def moments_apart(data: bytes) -> tuple[bytes, list[float]]:

@@ -1,6 +1,6 @@
-"""tfx_tabular.coders.wire, and the compiled writers' inline copies of it: the per-row encoder
-(`encoding._serialize`: entry heads, values, TFRecord frames) and the columnar staging
-(`columnar._stage_rows`: values) write the bytes the wire module's functions write."""
+"""tfx_tabular.coders.wire, and the writers built on it: the per-row encoder's inline copies
+(`encoding._serialize`: entry heads, values, TFRecord frames) write the bytes the wire module's
+functions write, and a columnar record is a framed tf.Example of raw column buffers."""
 
 import numpy as np
 import pyarrow as pa
@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tfx_tabular.coders import columnar, encoding, flatten, tfrecord, wire
+from tfx_tabular.coders.fingerprint import fingerprint64
 from tfx_tabular.coders.pools import PooledColumns
 from tfx_tabular.source.mapping import Kind, features_of
 
@@ -99,18 +100,43 @@ def test_the_encoders_inline_entries_are_the_wire_modules(rows):
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_row, min_size=1, max_size=8), st.booleans())
-def test_the_columnar_stagings_inline_values_are_the_wire_modules(rows, dictionary):
+def test_a_columnar_record_is_a_framed_example_of_each_features_raw_values(rows, dictionary):
+    """The columnar record's frame is the tfrecord module's, its body a tf.Example (as protobuf
+    parses it) whose bytes values are each feature's values, validity and row offsets."""
+    from tensorflow.core.example import example_pb2
+
     batch = _batch(rows, dictionary)
-    features = features_of(SCHEMA)
-    pooled = PooledColumns(flatten.feature_columns(batch, features))
-    encoder = columnar.RecordEncoder(flatten.written_order(features), len(rows), len(rows))
-    staged = encoder.stage(pooled, np.arange(len(rows)), 0)
+    features = flatten.written_order(features_of(SCHEMA))
+    pooled = PooledColumns(flatten.feature_columns(batch, features), fingerprint_strings=True)
+    (record,) = columnar.RecordBuffer(features, len(rows)).add(pooled, None)
+    body = record.tobytes()[tfrecord.HEAD_BYTES : -tfrecord.TAIL_BYTES]
+    assert record.tobytes() == _framed(body)
+    example = example_pb2.Example.FromString(body).features.feature
+
+    def raw(key: str, dtype) -> list:
+        return np.frombuffer(example[key].bytes_list.value[0], dtype).tolist()
+
+    dtypes = {Kind.INT: "<i8", Kind.FLOAT: "<f4", Kind.BYTES: "<i8"}
+    fill = {Kind.INT: 0, Kind.FLOAT: 0.0, Kind.BYTES: columnar.EMPTY_STRING_FINGERPRINT}
     for f, kind in enumerate(KINDS):
         lists = [_as_lists(row)[f] for row in rows]
-        start, size = staged.starts[0, f], staged.sizes[0, f]
-        want = b"".join(_values(kind, values or []) for values in lists)
-        assert staged.data[start : start + size].tobytes() == want
-        assert staged.lengths[f].tolist() == [len(values or []) for values in lists]
+        if kind == Kind.BYTES:
+            lists = [None if v is None else [_fingerprint(s) for s in v] for v in lists]
+        if kind == Kind.FLOAT:
+            lists = [None if v is None else np.asarray(v, "<f4").tolist() for v in lists]
+        assert raw(f"m{f}", np.uint8) == [int(v is not None) for v in lists]
+        values = raw(f"v{f}", dtypes[kind])
+        if columnar.shape_of(features[f]) == columnar.SCALAR:
+            assert values == [fill[kind] if v is None else v[0] for v in lists]
+            assert f"o{f}" not in example
+        else:
+            assert values == [x for v in lists for x in v or []]
+            assert raw(f"o{f}", "<i8") == np.cumsum([0] + [len(v or []) for v in lists]).tolist()
+
+
+def _fingerprint(value: bytes) -> int:
+    data = np.frombuffer(value, np.uint8)
+    return int(np.array(fingerprint64(data, 0, len(data)), np.uint64).view(np.int64))
 
 
 def test_tags_are_the_field_numbers_and_wire_types_of_example_proto():

@@ -6,21 +6,37 @@ batch's pools, built once.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
 from tfx_tabular.coders import wire
+from tfx_tabular.coders.fingerprint import fingerprints_of
 from tfx_tabular.coders.flatten import FeatureValues
 from tfx_tabular.source.mapping import Feature, Kind
+
+
+def _fingerprints(fv: FeatureValues) -> np.ndarray:
+    """Fingerprint64 of a BYTES feature's values (a dictionary's strings hashed once each)."""
+    hashed = fingerprints_of(fv.values, fv.data)
+    if fv.codes is None:
+        return hashed
+    # "clip": null slots hold arbitrary codes (their values are never written)
+    return (
+        np.take(hashed, fv.codes, mode="clip")
+        if len(hashed)
+        else np.zeros(len(fv.codes), np.uint64)
+    )
 
 
 class ValuePools:
     """Each kind's values laid end to end, as the serializer reads them: INT and FLOAT values,
     and for BYTES each string's [start, end) in the pooled data."""
 
-    def __init__(self):
+    def __init__(self, fingerprint_strings: bool = False):
         self._values = {Kind.INT: [], Kind.FLOAT: []}
+        # Each string's Fingerprint64, in pool order (None: not asked for).
+        self._fingerprints: Optional[list] = [] if fingerprint_strings else None
         self._starts, self._ends, self._data = [], [], []
         self.sizes = {Kind.INT: 0, Kind.FLOAT: 0, Kind.BYTES: 0}
         self._data_size = 0
@@ -28,6 +44,8 @@ class ValuePools:
     def add(self, kind: Kind, fv: FeatureValues) -> int:
         """Adds a feature's values; returns the pool index of its first one."""
         if kind == Kind.BYTES:
+            if self._fingerprints is not None:
+                self._fingerprints.append(_fingerprints(fv))
             if fv.codes is None:
                 return self.add_strings(fv.data, fv.values[:-1], fv.values[1:])
             # "clip": null slots hold arbitrary codes (their values are never written)
@@ -50,6 +68,13 @@ class ValuePools:
         self._data_size += len(data)
         self.sizes[Kind.BYTES] += len(starts)
         return base
+
+    def fingerprints(self) -> Optional[np.ndarray]:
+        """Each pooled string's Fingerprint64 as int64, if asked for."""
+        if self._fingerprints is None:
+            return None
+        parts = self._fingerprints
+        return np.concatenate(parts).view(np.int64) if parts else np.zeros(0, np.int64)
 
     def arrays(self) -> tuple:
         """(ints, floats, string starts, string ends, data), the serializer's arguments."""
@@ -75,7 +100,9 @@ class PooledColumns:
     columnar records. A scalar's splits are its first slot (`firsts`) plus the row, made only for the
     rows asked: at thousands of columns the whole batch's splits outweighed its values."""
 
-    def __init__(self, ordered: Sequence[tuple[Feature, FeatureValues]]):
+    def __init__(
+        self, ordered: Sequence[tuple[Feature, FeatureValues]], fingerprint_strings: bool = False
+    ):
         rows = len(ordered[0][1].valid) if ordered else 0
         self.kinds = np.array([int(f.kind) for f, _ in ordered], dtype=np.int64)
         self.key_headers = wire.key_headers([f.name for f, _ in ordered])
@@ -86,7 +113,7 @@ class PooledColumns:
         lists = [i for i, (_, fv) in enumerate(ordered) if not fv.slots]
         self._list_position[lists] = np.arange(len(lists))
         self._list_splits = np.empty((len(lists), rows + 1), dtype=np.int64)
-        pools = ValuePools()
+        pools = ValuePools(fingerprint_strings)
         for i, (f, fv) in enumerate(ordered):
             self.valid[i] = fv.valid
             first = pools.add(f.kind, fv)
@@ -97,6 +124,7 @@ class PooledColumns:
                 np.add(fv.row_splits, first, out=self._list_splits[at])
                 self.firsts[i] = self._list_splits[at, 0]
         self.pools = pools.arrays()
+        self.fingerprints = pools.fingerprints()  # columnar records' strings; None: not asked
 
     @property
     def rows(self) -> int:

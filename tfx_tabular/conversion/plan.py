@@ -185,14 +185,14 @@ class OutputOptions:
 
 def sized_for(options: OutputOptions, dataset: Dataset) -> OutputOptions:
     """`options` with the columnar records' rows cut to about `read_batch_bytes` of the widest file's
-    rows (whole slices, at least one): each converting thread buffers a record's rows per split.
+    rows (whole runs of rows, at least one): each converting thread buffers a record's rows per split.
     The same on every worker (footers only), and the layout records it."""
     if not options.columnar_batch_rows or not dataset.files:
         return options
     widest = max(dataset.files, key=row_bytes)
     rows = rows_for_bytes(widest, options.read_batch_bytes, options.columnar_batch_rows)
     if rows < options.columnar_batch_rows:
-        rows = max(columnar.SLICE_ROWS, rows // columnar.SLICE_ROWS * columnar.SLICE_ROWS)
+        rows = max(columnar.RUN_ROWS, rows // columnar.RUN_ROWS * columnar.RUN_ROWS)
     return dataclasses.replace(options, columnar_batch_rows=min(rows, options.columnar_batch_rows))
 
 

@@ -365,7 +365,7 @@ class ConvertShard(beam.DoFn):
                     columns = flatten.feature_columns(batch, self._features)
                 except flatten.ConversionError as e:
                     raise ColumnError(f"{info.path}: {e}") from None
-                pooled = PooledColumns(columns)
+                pooled = PooledColumns(columns, fingerprint_strings=bool(columnar_writers))
                 split_ids = self._write_batch(writers, rows, batch, pooled, info.relative, step)
                 batches.add(pooled, split_ids)
                 pooled.count_non_finite(non_finite)

@@ -71,7 +71,6 @@ KERNEL_MODULES = (
     wire,
     tfrecord,
     encoding,
-    columnar,
     batch_values,
     accumulators,
     histograms,
@@ -158,12 +157,12 @@ def _convert_file(dataset: Dataset, info, splits: list, key_features) -> None:
     batches, split by record hash and by key columns, gather a split, write its columnar
     records (several read batches to a record), count statistics."""
     order = flatten.written_order(dataset.features)
-    records = columnar.RecordBuffer(order, COLUMNAR_ROWS, COLUMNAR_ROWS // 2)
+    records = columnar.RecordBuffer(order, COLUMNAR_ROWS)
     for batch in read_batches(
         dataset, info, range(len(info.row_group_rows)), ROWS, string_dictionaries=True
     ):
         columns = flatten.feature_columns(batch, dataset.features)
-        pooled = PooledColumns(columns)
+        pooled = PooledColumns(columns, fingerprint_strings=True)
         split_ids = []
         for start in range(0, batch.num_rows, ENCODE_ROWS):
             stop = min(start + ENCODE_ROWS, batch.num_rows)

@@ -1,11 +1,17 @@
-"""Reading columnar batches (`tfx_tabular.coders.columnar`) into the tensors the per-row parse
-gives: a batch of `batch_size` rows (a multiple of the layout's slice rows) is slice s of
-`batch_size / slice_rows` records, parsed in one `parse_example` call, their rows concatenated
-with no copy after the parse; a batch of more than PARSE_RECORDS records' slices (a GPU's) joins
-several such parses. Training shuffles the records and the (records, slice) pairs;
-otherwise the records come in file order and each group's slices in order, so every row is read
-once, in a fixed order (not the per-row records' order). Other batch sizes read the per-row
-records (see `input_fn`).
+"""Reading columnar batches (`tfx_tabular.coders.columnar`, layout 3) into training batches.
+
+Records are read GROUP_RECORDS at a time: one `parse_example` gives each needed column's raw
+bytes per record, one `decode_raw` per column its values (no string is made: strings are their
+fingerprints), validity and row offsets. Training shuffles records, then mixes each group's rows
+in runs of RUN_ROWS neighbours: the group's rows are reordered run-major (run 0 of every record,
+then run 1, ...), its runs in a random order, by a block transposition and a gather of whole
+runs, not of rows; `rebatch` then cuts batches of exactly `batch_size` rows, so each mixes the
+runs of several records and every batch but an epoch's last has the size asked (a shard's last,
+shorter record included). Otherwise records come in file order and rows in record order, so
+every row is read once, in a fixed order (not the per-row records' order).
+
+The features come in the input form asked (`forms`): the integer form as the records hold it,
+the exact form with nullable scalars as ragged rows (strings cannot be read exactly from here).
 
 Where `input_fn` finds the payload: in the `columnar/` folder of the Examples artifact whose
 `Split-<name>` folder holds the per-row shards it was given (all of them: a subset of the shards
@@ -23,14 +29,14 @@ import tensorflow as tf
 
 from tfx_tabular.coders import columnar
 from tfx_tabular.source.mapping import Kind
+from tfx_tabular.training.forms import InputForm, present_key
 
-_DTYPES = {Kind.INT: tf.int64, Kind.FLOAT: tf.float32, Kind.BYTES: tf.string}
-# (records, slice) pairs shuffled before parsing, in `batches`: a few groups' worth.
-SLICE_SHUFFLE = 64
-# Records parsed together at most (8,192 rows of 512-row slices): a group is held until each
-# of its slices is parsed, and the groups of a GPU-sized batch's records (a hundred and more)
-# held in the shuffle took gigabytes; batches joined from smaller parses read as fast.
-PARSE_RECORDS = 16
+_DTYPES = {Kind.INT: tf.int64, Kind.FLOAT: tf.float32, Kind.BYTES: tf.int64}
+# Records decoded together: the rows of a batch are mixed from this many records at most.
+GROUP_RECORDS = 16
+RUN_ROWS = columnar.RUN_ROWS
+# Batches shuffled after they are cut: consecutive batches then come from different groups.
+BATCH_SHUFFLE = 16
 _SPLIT_FOLDER = re.compile(r"^(?P<uri>.*?)/?Split-(?P<split>[^/]+)$")
 
 
@@ -69,15 +75,21 @@ def find_payload(files: Sequence[str]) -> Optional[Payload]:
     return _payload_of(match.group("uri") or ".", match.group("split"))
 
 
-def readable(spec: dict) -> bool:
-    """Whether every entry of a parsing spec can be rebuilt from columnar batches."""
-    for entry in spec.values():
+def unreadable(spec: dict, form: InputForm) -> Optional[str]:
+    """Why columnar batches cannot give the spec's tensors in `form`, or None if they can."""
+    for name, entry in spec.items():
         if isinstance(entry, tf.io.RaggedFeature):
             if any(not isinstance(p, tf.io.RaggedFeature.RowLengths) for p in entry.partitions):
-                return False
+                return f"feature {name!r} has a partition columnar batches cannot give"
         elif not isinstance(entry, (tf.io.FixedLenFeature, tf.io.VarLenFeature)):
-            return False
-    return True
+            return f"feature {name!r} has a parsing spec entry columnar batches cannot give"
+    if not form.integers and form.strings:
+        first = sorted(form.strings)[0]
+        return (
+            f"input_form='exact' asks for strings ({first!r}, ...), and columnar batches hold "
+            "their fingerprints"
+        )
+    return None
 
 
 def _keys_of(spec: dict, names: dict) -> dict:
@@ -94,85 +106,165 @@ def _keys_of(spec: dict, names: dict) -> dict:
     return keys
 
 
-class SliceParser:
-    """Serialized columnar records (a batch of them) → each needed feature as a RaggedTensor of
-    the rows of one slice of each record, then the spec's tensors."""
+def _flat(strings: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+    """A group's raw bytes values of one column laid end to end, decoded."""
+    return tf.io.decode_raw(tf.strings.reduce_join(strings), dtype, little_endian=True)
 
-    def __init__(self, layout: columnar.ColumnarLayout, spec: dict):
-        self._spec = spec
-        self.slice_rows, self.slices = layout.slice_rows, layout.slices
+
+class GroupDecoder:
+    """Serialized columnar records (a group of them) → each needed feature over the group's rows:
+    a scalar as (values, present), a list as a RaggedTensor; then the spec's tensors."""
+
+    def __init__(
+        self,
+        layout: columnar.ColumnarLayout,
+        spec: dict,
+        form: InputForm,
+        run_rows: int = RUN_ROWS,
+    ):
+        self._spec, self._form = spec, form
+        self.batch_rows, self.run_rows = layout.batch_rows, run_rows
         self._index = {name: i for i, (name, _, _) in enumerate(layout.features)}
-        self._kinds = {name: kind for name, kind, _ in layout.features}
-        self._lengths = {name: getattr(tf, dtype) for name, _, dtype in layout.features}
+        self._kinds = {name: Kind(kind) for name, kind, _ in layout.features}
+        self._scalar = {name: shape == columnar.SCALAR for name, _, shape in layout.features}
         self._keys = _keys_of(spec, self._index)
         self.needed = sorted({k for ks in self._keys.values() for k in ks})
+        for name in form.dense_scalars & set(spec):
+            if not self._scalar[self._keys[name][0]]:
+                raise ValueError(f"feature {name!r} is a list in the columnar batches")
 
-    def _ragged(self, values: dict, lengths: dict) -> dict:
-        """Each needed feature's rows from its values and its records' length bytes: the
-        features whose lengths share a dtype are decoded together, a few ops for all of them
-        (their records hold the same rows, so their joined length bytes are equally long)."""
+    def _parse(self, serialized) -> dict:
+        keys = []
+        for name in self.needed:
+            i = self._index[name]
+            keys += [columnar.values_key(i), columnar.mask_key(i)]
+            if not self._scalar[name]:
+                keys.append(columnar.offsets_key(i))
+        return tf.io.parse_example(
+            serialized, {k: tf.io.FixedLenFeature([], tf.string) for k in keys}
+        )
+
+    def decode(self, serialized) -> dict:
+        """Each needed feature over the rows of records `serialized` (a vector), record after
+        record: a scalar → (values, present), a list → RaggedTensor [rows, None]."""
+        raw = self._parse(serialized)
         out = {}
-        for dtype in sorted({self._lengths[n] for n in self.needed}, key=lambda d: d.name):
-            names = [name for name in self.needed if self._lengths[name] == dtype]
-            joined = tf.strings.reduce_join(tf.stack([lengths[n] for n in names]), axis=1)
-            counts = tf.cast(tf.io.decode_raw(joined, dtype, little_endian=True), tf.int64)
-            splits = tf.pad(tf.cumsum(counts, axis=1), [[0, 0], [1, 0]])
-            for name, row_splits in zip(names, tf.unstack(splits, num=len(names)), strict=True):
-                out[name] = tf.RaggedTensor.from_row_splits(
-                    values[name], row_splits, validate=False
-                )
+        for name in self.needed:
+            i = self._index[name]
+            values = _flat(raw[columnar.values_key(i)], _DTYPES[self._kinds[name]])
+            present = tf.cast(_flat(raw[columnar.mask_key(i)], tf.uint8), tf.bool)
+            if self._scalar[name]:
+                out[name] = (values, present)
+                continue
+            offsets = raw[columnar.offsets_key(i)]
+            splits = _joined_splits(offsets, raw[columnar.values_key(i)], values.dtype.size)
+            # A row a variant: `rebatch` cuts a component along its first dimension, and a
+            # ragged one's is its rows only so encoded (a list feature costs this per row).
+            out[name] = tf.raw_ops.RaggedTensorToVariant(
+                rt_nested_splits=[splits], rt_dense_values=values, batched_input=True
+            )
         return out
 
-    def slice_rows_of(self, serialized, slice_index) -> dict:
-        """Each needed feature → RaggedTensor [rows, None]: the rows of slice `slice_index` (a
-        scalar tensor) of every record, record after record (one parse, no copy after it).
+    def mixed(self, rows: dict, seed: Optional[int]) -> dict:
+        """A group's rows reordered in runs of `run_rows` (see the module docstring) when every
+        record of it is full; a group holding a shorter record keeps its order."""
+        first = rows[self.needed[0]]
+        count = _rows_of(first)
+        records = count // self.batch_rows
+        full = tf.equal(count, records * self.batch_rows) & (records > 0)
+        runs = self.batch_rows // self.run_rows
+        if runs * self.run_rows != self.batch_rows:
+            return rows
+        order = tf.random.shuffle(tf.range(runs), seed=seed)
 
-        The parse's keys are tensors (`ParseExampleV2` takes them so), built from the slice
-        index: one parse op for any slice, not one branch per slice."""
-        suffix = tf.strings.as_string(slice_index)
-        indices = [self._index[name] for name in self.needed]
-        dtypes = [_DTYPES[Kind(self._kinds[name])] for name in self.needed]
-        parsed = tf.raw_ops.ParseExampleV2(
-            serialized=serialized,
-            names=tf.constant([], tf.string),
-            sparse_keys=tf.constant([], tf.string),
-            dense_keys=tf.strings.join([[columnar.lengths_key(i, "") for i in indices], suffix]),
-            ragged_keys=tf.strings.join([[columnar.values_key(i, "") for i in indices], suffix]),
-            # A record's last slices may be missing (a shorter record): no rows.
-            dense_defaults=[tf.constant(b"")] * len(indices),
-            num_sparse=0,
-            sparse_types=[],
-            ragged_value_types=dtypes,
-            ragged_split_types=[tf.int64] * len(indices),
-            dense_shapes=[[]] * len(indices),
-        )
-        _, _, _, lengths, values, _ = parsed
-        return self._ragged(
-            dict(zip(self.needed, values, strict=True)),
-            dict(zip(self.needed, lengths, strict=True)),
-        )
+        def reordered(x):
+            by_run = tf.transpose(tf.reshape(x, [records, runs, self.run_rows]), [1, 0, 2])
+            return tf.reshape(tf.gather(by_run, order), [-1])
+
+        def mix(x):
+            return tf.cond(full, lambda: reordered(x), lambda: x)
+
+        positions = None
+        out = {}
+        for name, value in rows.items():
+            if isinstance(value, tuple):
+                out[name] = tuple(mix(v) for v in value)
+            else:  # a list's rows, one variant each
+                if positions is None:
+                    positions = mix(tf.range(count))
+                out[name] = tf.gather(value, positions)
+        return out
 
     def tensors(self, rows: dict) -> dict:
-        """The spec's tensors over `rows` as `tf.io.parse_example` gives them for per-row
-        records (VarLenFeatures as SparseTensors)."""
+        """The spec's tensors over `rows` in the input form (VarLenFeatures as SparseTensors,
+        as `tf.io.parse_example` gives them)."""
+        rows = {
+            name: tuple(tf.reshape(v, [-1]) for v in value)
+            if isinstance(value, tuple)
+            else _variants_as_ragged(value, _DTYPES[self._kinds[name]])
+            for name, value in rows.items()
+        }
         out = {}
         for name, entry in self._spec.items():
-            tensor = self._tensor(name, entry, rows)
-            out[name] = tensor.to_sparse() if isinstance(entry, tf.io.VarLenFeature) else tensor
+            keys = self._keys[name]
+            value = rows[keys[0]]
+            if name in self._form.dense_scalars and self._form.integers:
+                values, present = value
+                out[name], out[present_key(name)] = values[:, None], present[:, None]
+                continue
+            if isinstance(value, tuple):
+                value = _ragged_scalar(*value)
+            if isinstance(entry, tf.io.FixedLenFeature):
+                out[name] = _dense(name, value, entry)
+            elif isinstance(entry, tf.io.VarLenFeature):
+                out[name] = value.to_sparse()
+            else:
+                out[name] = _nested(value, [rows[k] for k in keys[1:]])
         return out
 
-    def _tensor(self, name: str, entry, rows: dict):
-        keys = self._keys[name]
-        if isinstance(entry, tf.io.FixedLenFeature):
-            return _dense(name, rows[keys[0]], entry)
-        if isinstance(entry, tf.io.VarLenFeature):
-            return rows[keys[0]]
-        if len(keys) == 1:
-            return rows[keys[0]]
-        nested = rows[keys[0]].values
-        for key in reversed(keys[1:]):
-            nested = tf.RaggedTensor.from_row_lengths(nested, rows[key].values, validate=False)
-        return tf.RaggedTensor.from_row_lengths(nested, rows[keys[1]].row_lengths(), validate=False)
+
+def _variants_as_ragged(variants: tf.Tensor, dtype: tf.DType) -> tf.RaggedTensor:
+    """A list's rows, a variant each (see `GroupDecoder.decode`), as a RaggedTensor."""
+    splits, values = tf.raw_ops.RaggedTensorFromVariant(
+        encoded_ragged=variants,
+        input_ragged_rank=0,
+        output_ragged_rank=1,
+        Tvalues=dtype,
+        Tsplits=tf.int64,
+    )
+    return tf.RaggedTensor.from_row_splits(values, splits[0], validate=False)
+
+
+def _joined_splits(offsets: tf.Tensor, values: tf.Tensor, item_bytes: int) -> tf.Tensor:
+    """The row splits of a group's list column from each record's offsets (each starting at 0):
+    each record's offsets moved by the values before it, its first one dropped but the group's
+    first (per record, not per row: no cumulative sum over rows)."""
+    counts = tf.strings.length(offsets) // 8  # rows + 1 per record
+    flat = _flat(offsets, tf.int64)
+    before = tf.cumsum(tf.strings.length(values) // item_bytes, exclusive=True)
+    moved = flat + tf.repeat(tf.cast(before, tf.int64), counts)
+    starts = tf.cumsum(counts, exclusive=True)
+    keep = tf.tensor_scatter_nd_update(
+        tf.ones_like(moved, tf.bool), starts[1:, None], tf.zeros_like(starts[1:], tf.bool)
+    )
+    return tf.boolean_mask(moved, keep)
+
+
+def _ragged_scalar(values: tf.Tensor, present: tf.Tensor) -> tf.RaggedTensor:
+    """A scalar column as the per-row parse gives it: each row's value, or none for a null."""
+    return tf.RaggedTensor.from_row_lengths(
+        tf.boolean_mask(values, present), tf.cast(present, tf.int64), validate=False
+    )
+
+
+def _nested(values: tf.RaggedTensor, partitions: list) -> tf.RaggedTensor:
+    """A ragged feature from its values feature's rows and its row-length partitions' rows."""
+    if not partitions:
+        return values
+    nested = values.values
+    for partition in reversed(partitions):
+        nested = tf.RaggedTensor.from_row_lengths(nested, partition.values, validate=False)
+    return tf.RaggedTensor.from_row_lengths(nested, partitions[0].row_lengths(), validate=False)
 
 
 def _dense(name: str, rows: tf.RaggedTensor, entry: tf.io.FixedLenFeature) -> tf.Tensor:
@@ -192,71 +284,45 @@ def _dense(name: str, rows: tf.RaggedTensor, entry: tf.io.FixedLenFeature) -> tf
         check = tf.debugging.Assert(
             tf.reduce_all(lengths > 0), [f"feature {name!r} is required but missing in a row"]
         )
-        default = tf.zeros([], entry.dtype)
+        default = tf.zeros([], rows.dtype)
     else:
         default = tf.reshape(tf.constant(default, entry.dtype), [-1])[0]
+        if entry.dtype == tf.string:  # the integer form: a string default's fingerprint
+            from tfx_tabular.training.categorical import fingerprint_strings
+
+            default = fingerprint_strings(default)
     with tf.control_dependencies([check]):
         dense = rows.to_tensor(default_value=default, shape=[None, size])
     return tf.reshape(dense, [-1] + dims)
 
 
-def _rows_of(tensors: dict) -> tf.Tensor:
-    first = next(iter(tensors.values()))
-    if isinstance(first, tf.RaggedTensor):
-        return first.nrows()
-    return tf.shape(first, out_type=tf.int64)[0]
-
-
-def readable_batches(layout: columnar.ColumnarLayout, batch_size: int) -> bool:
-    """Whether batches of `batch_size` rows can be read from records of `layout`."""
-    return batch_size % layout.slice_rows == 0
-
-
-def _records_per_parse(batch_records: int) -> int:
-    """Records parsed together for a batch of `batch_records` records' slices: the largest divisor
-    of it not over PARSE_RECORDS."""
-    return max(d for d in range(1, min(batch_records, PARSE_RECORDS) + 1) if batch_records % d == 0)
-
-
-def _merged(rows: dict) -> dict:
-    """Batched parses' rows ([parses, rows, ...]) as one batch's rows."""
-    return {name: ragged.merge_dims(0, 1) for name, ragged in rows.items()}
+def _rows_of(value) -> tf.Tensor:
+    if isinstance(value, tuple):
+        value = value[0]
+    return tf.shape(value, out_type=tf.int64)[0]
 
 
 def batches(
     records: tf.data.Dataset,
-    parser: SliceParser,
+    decoder: GroupDecoder,
     batch_size: int,
-    shuffle: bool,
+    training: bool,
     seed: Optional[int],
     ordered: bool,
+    group_records: int = GROUP_RECORDS,
 ) -> tf.data.Dataset:
-    """Columnar records → batches of `batch_size` rows (a multiple of the slice rows) of the
-    spec's tensors: slice s of a group of records parsed at once gives their rows with no copy;
-    a batch is one such parse, or (batches of more than PARSE_RECORDS records' slices) several
-    parses of different groups joined (one copy). With `shuffle`, the (records, slice) pairs are
-    shuffled so that consecutive parses come from different records. A group holding a file's
-    last, shorter record gives shorter parses; no row is dropped."""
-    batch_records = batch_size // parser.slice_rows
-    count = _records_per_parse(batch_records)
-    joined = batch_records // count
-    pairs = records.batch(count).flat_map(
-        lambda serialized: tf.data.Dataset.range(parser.slices).map(lambda s: (serialized, s))
-    )
-    if shuffle:
-        pairs = pairs.shuffle(SLICE_SHUFFLE, seed=seed, reshuffle_each_iteration=True)
+    """Columnar records → batches of exactly `batch_size` rows (an epoch's last may be shorter,
+    and is dropped when `training`) of the spec's tensors in the decoder's form; mixed and
+    shuffled when `training` (see the module docstring)."""
 
-    def parse(serialized, s):
-        rows = parser.slice_rows_of(serialized, s)
-        return rows if joined > 1 else parser.tensors(rows)
+    def decode(serialized):
+        rows = decoder.decode(serialized)
+        return decoder.mixed(rows, seed) if training else rows
 
-    parsed = pairs.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=ordered)
-    # A file's last record may hold fewer slices: their parses are empty.
-    parsed = parsed.filter(lambda t: _rows_of(t) > 0)
-    if joined == 1:
-        return parsed
-    return parsed.batch(joined).map(
-        lambda rows: parser.tensors(_merged(rows)),
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=ordered,
+    groups = records.batch(group_records).map(
+        decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=ordered
     )
+    cut = groups.rebatch(batch_size, drop_remainder=training)
+    if training:
+        cut = cut.shuffle(BATCH_SHUFFLE, seed=seed, reshuffle_each_iteration=True)
+    return cut.map(decoder.tensors, num_parallel_calls=tf.data.AUTOTUNE, deterministic=ordered)

@@ -26,8 +26,9 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 from tfx_tabular import schemas
 from tfx_tabular.schemas.infer import label_of
 from tfx_tabular.schemas.parsing import feature_spec
-from tfx_tabular.training import columnar
+from tfx_tabular.training import columnar, forms
 from tfx_tabular.training import data_service as service
+from tfx_tabular.training.forms import InputForm
 
 AUTOTUNE = tf.data.AUTOTUNE
 _LOG = logging.getLogger(__name__)
@@ -122,7 +123,7 @@ class RecordChoice:
 
 
 def choose_records(
-    files: Sequence[str], spec: dict, config: InputConfig, columnar_batches: bool
+    files: Sequence[str], spec: dict, config: InputConfig, columnar_batches: bool, form: InputForm
 ) -> RecordChoice:
     """The records to read `files` from: the columnar batches holding the same rows, when they
     exist and every condition for reading them holds; else the per-row records, with the first
@@ -132,8 +133,9 @@ def choose_records(
         return per_row("columnar_batches=False")
     if config.shuffle_buffer > 1:
         return per_row(f"shuffle_buffer={config.shuffle_buffer} asks for a record-level shuffle")
-    if not columnar.readable(spec):
-        return per_row("the parsing spec has an entry columnar batches cannot give")
+    reason = columnar.unreadable(spec, form)
+    if reason is not None:
+        return per_row(reason)
     payload = columnar.find_payload(files)
     if payload is None:
         return per_row(
@@ -144,11 +146,6 @@ def choose_records(
         # Records are shared out among workers, and a few columnar records (thousands of rows
         # each) would leave workers without data; per-row blocks are finer.
         return per_row(f"{len(payload.files)} columnar files for {config.workers} input pipelines")
-    if not columnar.readable_batches(payload.layout, config.batch_size):
-        return per_row(
-            f"batch_size {config.batch_size} is not a multiple of the columnar records' "
-            f"{payload.layout.slice_rows} slice rows"
-        )
     return RecordChoice(
         payload, f"the {len(payload.files)} columnar files of split {payload.split} hold its rows"
     )
@@ -177,6 +174,7 @@ def input_fn(
     transform_output=None,
     split: Optional[str] = None,
     columnar_batches: bool = True,
+    input_form: str = forms.EXACT,
     data_service: Optional[str] = None,
     data_service_job: Optional[str] = None,
 ) -> tf.data.Dataset:
@@ -202,11 +200,14 @@ def input_fn(
         Transform graph to each batch; `label_key` and `features` name transformed features.
       split: with `file_pattern` an Examples artifact folder, the split to read.
       columnar_batches: read the artifact's columnar batches when `file_pattern` names all the
-        per-row shards of one of its splits and `batch_size` is a multiple of their slice rows
-        (512 by default): the same tensors, several times faster (see
+        per-row shards of one of its splits: the same tensors, several times faster (see
         docs/trainer.md#columnar-batches). False: always the per-row records. They are also
-        read per row when `shuffle_buffer` asks for an exact record-level shuffle. Which
-        records are read, and why, is logged (`choose_records` decides).
+        read per row when `shuffle_buffer` asks for an exact record-level shuffle, and for
+        exact strings (they hold fingerprints). Which records are read, and why, is logged
+        (`choose_records` decides).
+      input_form: "exact" (`tf.io.parse_example`'s tensors for the schema's spec) or
+        "integers" (no strings: each string's int64 Fingerprint64, nullable scalars dense
+        with a `<name>.present` mask); see `tfx_tabular.training.forms`.
       data_service: a tf.data service dispatcher's HOST:PORT: its workers read and parse the
         files (each file by one worker per epoch) and this process receives the batches; an
         address nothing answers at fails within seconds. Not with `cache`.
@@ -217,6 +218,12 @@ def input_fn(
         schema = schemas.load_schema(schema)
     label_key = label_key if label_key is not None else label_of(schema)
     spec, finish = _parsing(schema, label_key, features, transform_output)
+    if transform_output is not None and input_form != forms.EXACT:
+        raise ValueError(
+            "input_fn: a Transform graph takes the raw features as parsed: input_form must be "
+            f"'exact' with transform_output, not {input_form!r}"
+        )
+    form = forms.input_form(input_form, schema, spec)
     config = InputConfig(
         batch_size=batch_size,
         training=training,
@@ -240,7 +247,7 @@ def input_fn(
     if split is not None:  # an Examples artifact folder and a split
         patterns = [posixpath.join(patterns[0], f"Split-{split}", "*")]
     files = _files(patterns)
-    choice = choose_records(files, spec, config, columnar_batches)
+    choice = choose_records(files, spec, config, columnar_batches, form)
     _LOG.info("input_fn reads %s: %s", choice.kind, choice.reason)
     payload = choice.payload
     if payload is not None:
@@ -250,16 +257,16 @@ def input_fn(
     shard_records = config.workers > 1 and len(files) < config.workers
     ordered = config.deterministic or not config.training or shard_records
     if payload is not None:
-        parser = columnar.SliceParser(payload.layout, spec)
+        decoder = columnar.GroupDecoder(payload.layout, spec, form)
         records = _records(files, config, ordered)
         parsed = columnar.batches(
-            records, parser, batch_size, config.training, config.seed, ordered
+            records, decoder, batch_size, config.training, config.seed, ordered
         )
         return _finished(parsed.map(finish), config, ordered)
     blocks = _blocks(files, config, shard_records, ordered)
     dataset = blocks.rebatch(config.batch_size, drop_remainder=config.training)
     dataset = dataset.map(
-        lambda serialized: finish(tf.io.parse_example(serialized, spec)),
+        lambda serialized: finish(form.from_parsed(tf.io.parse_example(serialized, spec))),
         num_parallel_calls=AUTOTUNE,
         deterministic=ordered,
     )
@@ -358,6 +365,7 @@ def _parsing(schema, label_key, features, transform_output) -> tuple[dict, Calla
         if label_key is None:
             return parsed
         label = parsed.pop(label_key)
+        parsed.pop(forms.present_key(label_key), None)
         return parsed, label
 
     return spec, finish
