@@ -24,6 +24,7 @@ from tfx_tabular.source.mapping import features_of  # noqa: E402
 from tfx_tabular.training import columnar as reader  # noqa: E402
 from tfx_tabular.training import forms  # noqa: E402
 from tfx_tabular.training.categorical import fingerprint_strings  # noqa: E402
+from tfx_tabular.training.config import EXACT, INTEGERS  # noqa: E402
 
 ROWS = 53
 
@@ -137,7 +138,7 @@ def _by_key(tensor, keys: list[int]) -> list:
     return [row for _, row in sorted(zip(keys, rows, strict=True), key=lambda kv: kv[0])]
 
 
-@pytest.mark.parametrize("form_name", [forms.INTEGERS, forms.EXACT])
+@pytest.mark.parametrize("form_name", [INTEGERS, EXACT])
 @pytest.mark.parametrize(
     "batch_rows, pieces, batch_size",
     [(8, 3, 8), (16, 1, 32), (100, 4, 50), (1, 2, 3), (10, 2, 6), (4, 1, 34)],
@@ -150,7 +151,7 @@ def test_columnar_batches_read_as_the_per_row_records_parse_in_either_form(
     hold as fingerprints)."""
     batch, features, schema, per_row = data
     spec = feature_spec(schema)
-    if form_name == forms.EXACT:
+    if form_name == EXACT:
         spec = {k: v for k, v in spec.items() if v.dtype != tf.string}
     form = _form(form_name, schema, spec)
     expected = form.from_parsed({k: v for k, v in per_row.items() if k in spec})
@@ -168,7 +169,7 @@ def test_columnar_batches_read_as_the_per_row_records_parse_in_either_form(
 
 def test_the_integer_form_holds_no_string_and_fingerprints_equal_tensorflows(data):
     batch, features, schema, per_row = data
-    form = _form(forms.INTEGERS, schema)
+    form = _form(INTEGERS, schema)
     records, layout = _records(batch, features, 16, 2)
     got = _read(records, layout, feature_spec(schema), form, 16)
     assert all(t.dtype != tf.string for t in got.values())
@@ -197,7 +198,7 @@ def test_training_batches_have_the_size_asked_and_mix_several_records_runs(data)
     another order."""
     batch, features, schema, per_row = data
     spec = feature_spec(schema)
-    form = _form(forms.INTEGERS, schema)
+    form = _form(INTEGERS, schema)
     records, layout = _records(batch, features, 8, 1)
     expected = _as_lists(form.from_parsed(dict(per_row))["nested"])
     epochs = []
@@ -218,7 +219,7 @@ def test_training_batches_have_the_size_asked_and_mix_several_records_runs(data)
 
 def test_a_batch_larger_than_a_group_joins_groups_to_the_size_asked(data):
     batch, features, schema, _ = data
-    form = _form(forms.INTEGERS, schema)
+    form = _form(INTEGERS, schema)
     records, layout = _records(batch, features, 4, 3)
     sizes = [
         len(_keys(got))
@@ -231,7 +232,7 @@ def test_var_len_features_come_as_sparse_tensors_as_parse_example_gives_them(dat
     batch, features, schema, _ = data
     spec = {"history": tf.io.VarLenFeature(tf.int64), "city": tf.io.VarLenFeature(tf.string)}
     spec["key"] = tf.io.FixedLenFeature([1], tf.int64)
-    form = _form(forms.INTEGERS, schema, spec)
+    form = _form(INTEGERS, schema, spec)
     records, layout = _records(batch, features, 8, 1)
     got = _read(records, layout, spec, form, 16)
     per_row = form.from_parsed(
@@ -255,7 +256,7 @@ def test_null_scalars_take_the_specs_defaults_and_empty_rows_as_parse_example_gi
         "name/odd": tf.io.FixedLenFeature([], tf.string, default_value=b"none"),
         "when": tf.io.VarLenFeature(tf.int64),
     }
-    form = _form(forms.INTEGERS, schema, spec)
+    form = _form(INTEGERS, schema, spec)
     records, layout = _records(batch, features, 8, 2)
     got = _read(records, layout, spec, form, 16)
     per_row = form.from_parsed(
@@ -275,7 +276,7 @@ def test_a_required_feature_missing_in_a_row_fails_as_parse_example_does(data):
     with pytest.raises(tf.errors.InvalidArgumentError):
         tf.io.parse_example(encoding.encode(batch, features).records(), spec)
     with pytest.raises(tf.errors.InvalidArgumentError, match="required but missing"):
-        _read(records, layout, spec, _form(forms.INTEGERS, schema, spec), 16)
+        _read(records, layout, spec, _form(INTEGERS, schema, spec), 16)
 
 
 def test_columnar_records_are_smaller_than_the_per_row_records(data):
@@ -295,15 +296,15 @@ def test_a_layout_of_another_version_is_refused_naming_the_file():
 
 def test_exact_strings_uniform_partitions_and_sparse_features_are_read_per_row(data):
     _, _, schema, _ = data
-    integers = _form(forms.INTEGERS, schema, {})
+    integers = _form(INTEGERS, schema, {})
     assert reader.unreadable({"a": tf.io.RaggedFeature(tf.int64)}, integers) is None
     uniform = tf.io.RaggedFeature(tf.int64, partitions=[tf.io.RaggedFeature.UniformRowLength(2)])
     assert "partition" in reader.unreadable({"a": uniform}, integers)
     sparse = tf.io.SparseFeature("i", "v", tf.float32, 4)
     assert "cannot give" in reader.unreadable({"a": sparse}, integers)
     spec = {"city": tf.io.RaggedFeature(tf.string)}
-    assert "fingerprints" in reader.unreadable(spec, _form(forms.EXACT, schema, spec))
-    assert reader.unreadable(spec, _form(forms.INTEGERS, schema, spec)) is None
+    assert "fingerprints" in reader.unreadable(spec, _form(EXACT, schema, spec))
+    assert reader.unreadable(spec, _form(INTEGERS, schema, spec)) is None
 
 
 def test_a_table_without_a_kind_of_value_reads_as_the_per_row_records_parse(tmp_path):
@@ -327,7 +328,7 @@ def _assert_read_as_the_per_row_records_parse(table: pa.Table, folder) -> list:
     batch = table.to_batches()[0]
     features = features_of(batch.schema)
     spec = feature_spec(schema)
-    form = _form(forms.INTEGERS, schema, spec)
+    form = _form(INTEGERS, schema, spec)
     per_row = form.from_parsed(
         tf.io.parse_example(encoding.encode(batch, features).records(), spec)
     )

@@ -57,7 +57,8 @@ def _batch(schema: schema_pb2.Schema, rows: int, seed: int = 0) -> dict:
             elif feature.type == schema_pb2.BYTES:
                 values.bytes_list.value.append(b"v%d" % rng.integers(20))
             else:
-                count = 1 if feature.HasField("shape") else rng.integers(0, 4)
+                at_most_one = feature.HasField("shape") or feature.HasField("value_count")
+                count = 1 if at_most_one else rng.integers(0, 4)
                 values.int64_list.value.extend(rng.integers(0, 100, count))
         records.append(example.SerializeToString())
     return tf.io.parse_example(tf.constant(records), feature_spec(schema))
@@ -146,3 +147,27 @@ def test_categoricals_share_one_table_without_colliding_value_for_value():
     embeddings = out.reshape(300, -1)
     assert len(layer.weights) == 1
     assert len({row.tobytes() for row in embeddings}) == 300
+
+
+def test_the_model_scores_either_input_form_alike_and_its_ids_are_the_string_hashes():
+    """The integer form (fingerprints, dense nullable scalars with their masks) and the exact
+    form (strings, ragged nullables) give the same outputs; a string's bucket is the one
+    `to_hash_bucket_fast` gives it (what the model used before it took fingerprints)."""
+    from tfx_tabular.training import forms
+    from tfx_tabular.training.config import INTEGERS
+    from tfx_tabular.training.model import _hash
+
+    schema = _schema(21)
+    model = build_reference_model(schema, "label")
+    exact = _batch(schema, 64)
+    exact.pop("label")
+    spec = {k: v for k, v in feature_spec(schema).items() if k != "label"}
+    integers = forms.input_form(INTEGERS, schema, spec).from_parsed(dict(exact))
+    assert forms.present_key("nullable string 5") in integers
+    assert all(t.dtype != tf.string for t in integers.values())
+    np.testing.assert_allclose(model(exact).numpy(), model(integers).numpy(), rtol=1e-6)
+    strings = tf.constant([b"", b"a", b"v7", "é".encode() * 40])
+    fingerprints = tf.bitcast(tf.fingerprint(strings, "farmhash64"), tf.int64)
+    expected = tf.strings.to_hash_bucket_fast(strings, 10_007).numpy().tolist()
+    assert _hash(strings, 10_007, True).numpy().tolist() == expected
+    assert _hash(fingerprints, 10_007, True).numpy().tolist() == expected

@@ -3,7 +3,7 @@
 import pytest
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from tfx_tabular.training.task import MAX_INT_CLASSES, TaskError, kind_of, task_of
+from tfx_tabular.training.task import MAX_INT_CLASSES, MULTICLASS, Task, TaskError, kind_of, task_of
 
 
 def _schema(**label_fields) -> schema_pb2.Schema:
@@ -95,3 +95,17 @@ def test_importing_the_task_module_loads_no_tensorflow():
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
         == "False\n"
     )
+
+
+def test_a_string_label_encodes_alike_from_its_strings_and_its_fingerprints():
+    import tensorflow as tf
+
+    from tfx_tabular.training.categorical import fingerprint_strings
+
+    task = Task(MULTICLASS, 3, ("basic", "family", "pro"))
+    encode = task.label_encoder("plan")
+    strings = tf.constant([[b"pro"], [b"basic"], [b"family"]])
+    assert encode(strings).numpy().tolist() == [[2.0], [0.0], [1.0]]
+    assert encode(fingerprint_strings(strings)).numpy().tolist() == [[2.0], [0.0], [1.0]]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="not in its schema"):
+        encode(fingerprint_strings(tf.constant([b"gold"])))

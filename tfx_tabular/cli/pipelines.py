@@ -36,6 +36,7 @@ PIPELINE_FLAGS = (
     "batch_size",
     "model_fn",
     "data_service",
+    "input_form",
     "columnar_batch_rows",
     "with_example_statistics",
     "with_transform",

@@ -68,6 +68,7 @@ PARAMETERS = {
     "with_evaluator": Parameter(bool, default=False, switch=True, help="add stock Evaluator"),
     "distribution": TRAINER["distribution"],
     "data_service": TRAINER["data_service"],
+    "input_form": TRAINER["input_form"],
     "columnar_batch_rows": dataclasses.replace(
         EXAMPLE_GEN["columnar_batch_rows"],
         default=columnar.DEFAULT_BATCH_ROWS,
@@ -144,6 +145,7 @@ class PipelineConfig:
     with_evaluator: bool = False
     distribution: Optional[str] = None
     data_service: Optional[str] = None
+    input_form: Optional[str] = None
     columnar_batch_rows: Optional[int] = None
     beam_pipeline_args: Sequence[str] = ()
     enable_cache: bool = True
@@ -210,6 +212,7 @@ def create_pipeline(
     with_evaluator: bool = False,
     distribution: Optional[str] = None,
     data_service: Optional[str] = None,
+    input_form: Optional[str] = None,
     columnar_batch_rows: Optional[int] = None,
     beam_pipeline_args: Sequence[str] = (),
     enable_cache: bool = True,
@@ -231,7 +234,9 @@ def create_pipeline(
     `sample_statistics` or its classes in `curated_schema`). `columnar_batch_rows` (default
     `columnar.DEFAULT_BATCH_ROWS`, as TabularTrainer reads them; 0: per-row Examples only) sets
     ParquetExampleGen's columnar batch records. `data_service` (a tf.data service
-    dispatcher's HOST:PORT) has its input workers read the Trainer's train split."""
+    dispatcher's HOST:PORT) has its input workers read the Trainer's train split. `input_form`
+    ("integers" or "exact"; default: integers for the reference model, exact for `model_fn` or
+    with Transform) is how the Trainer's input hands features to the model."""
     return build_pipeline(PipelineConfig(**locals()))
 
 
@@ -337,6 +342,7 @@ def _trainer(config: PipelineConfig, example_gen, schema_gen, transform):
         model_fn=config.model_fn,
         distribution=config.distribution,
         data_service=config.data_service,
+        input_form=config.input_form,
         vertex_training=config.vertex_training,
     )
 

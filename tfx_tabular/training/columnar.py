@@ -35,8 +35,9 @@ _DTYPES = {Kind.INT: tf.int64, Kind.FLOAT: tf.float32, Kind.BYTES: tf.int64}
 # Records decoded together: the rows of a batch are mixed from this many records at most.
 GROUP_RECORDS = 16
 RUN_ROWS = columnar.RUN_ROWS
-# Batches shuffled after they are cut: consecutive batches then come from different groups.
-BATCH_SHUFFLE = 16
+# Rows of the batches shuffled after they are cut (two batches at least): consecutive batches
+# then come from different groups.
+BATCH_SHUFFLE_ROWS = 1 << 16
 _SPLIT_FOLDER = re.compile(r"^(?P<uri>.*?)/?Split-(?P<split>[^/]+)$")
 
 
@@ -107,8 +108,14 @@ def _keys_of(spec: dict, names: dict) -> dict:
 
 
 def _flat(strings: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-    """A group's raw bytes values of one column laid end to end, decoded."""
-    return tf.io.decode_raw(tf.strings.reduce_join(strings), dtype, little_endian=True)
+    """A group's raw bytes values of one column laid end to end, decoded: at once when they are
+    equally long (full records' scalars), else joined first (one more copy)."""
+    lengths = tf.strings.length(strings)
+    return tf.cond(
+        tf.reduce_all(lengths == lengths[0]),
+        lambda: tf.reshape(tf.io.decode_raw(strings, dtype, little_endian=True), [-1]),
+        lambda: tf.io.decode_raw(tf.strings.reduce_join(strings), dtype, little_endian=True),
+    )
 
 
 class GroupDecoder:
@@ -324,5 +331,6 @@ def batches(
     )
     cut = groups.rebatch(batch_size, drop_remainder=training)
     if training:
-        cut = cut.shuffle(BATCH_SHUFFLE, seed=seed, reshuffle_each_iteration=True)
+        buffer = max(2, BATCH_SHUFFLE_ROWS // batch_size)
+        cut = cut.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
     return cut.map(decoder.tensors, num_parallel_calls=tf.data.AUTOTUNE, deterministic=ordered)

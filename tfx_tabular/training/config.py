@@ -16,6 +16,9 @@ if TYPE_CHECKING:  # no TensorFlow import: the components read this module's nam
     import tensorflow as tf
     import tf_keras as keras
 
+# The input forms (`forms`): parse_example's tensors, or integers only.
+EXACT, INTEGERS = "exact", "integers"
+INPUT_FORMS = (EXACT, INTEGERS)
 # model_fn(schema, label, [task, hyperparameters, custom_config]) → a Keras 2 model
 ModelFn = Callable[..., "keras.Model"]
 
@@ -47,6 +50,8 @@ class TrainingConfig:
     data_service: Optional[str] = None
     # input_fn's: read the Examples' columnar batches when they have them (False: per row).
     columnar_batches: bool = True
+    # input_fn's; None: integers for the reference model, exact for model_fn or a Transform graph.
+    input_form: Optional[str] = None
     seed: int = 0
     strategy: Optional[tf.distribute.Strategy] = None
     checkpoint_every: int = 200  # steps; every epoch ends with one too
@@ -56,6 +61,12 @@ class TrainingConfig:
         # otherwise pass the text through).
         if self.model_fn is not None and not callable(self.model_fn):
             raise TypeError(f"model_fn must be a function, not {self.model_fn!r}")
+
+    def input_form_for(self, transform_output) -> str:
+        """The input form the model gets: `input_form`, or its default."""
+        if self.input_form is not None:
+            return self.input_form
+        return INTEGERS if self.model_fn is None and transform_output is None else EXACT
 
     @property
     def total_steps(self) -> int:

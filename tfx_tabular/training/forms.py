@@ -24,9 +24,8 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 
 from tfx_tabular.coders import columnar
 from tfx_tabular.training.categorical import fingerprint_strings
+from tfx_tabular.training.config import INPUT_FORMS, INTEGERS
 
-EXACT, INTEGERS = "exact", "integers"
-INPUT_FORMS = (EXACT, INTEGERS)
 PRESENT_SUFFIX = ".present"
 
 
@@ -70,11 +69,39 @@ class InputForm:
             if string:
                 tensor = _fingerprints(tensor)
             if name in self.dense_scalars:
-                out[present_key(name)] = tensor.row_lengths()[:, None] > 0
+                lengths = tensor.row_lengths()
+                check = tf.debugging.assert_less_equal(
+                    lengths,
+                    tf.constant(1, lengths.dtype),
+                    message=f"feature {name!r}: a row holds more than the one value its "
+                    "schema's value_count allows",
+                )
+                with tf.control_dependencies([check]):
+                    out[present_key(name)] = lengths[:, None] > 0
                 fill = columnar.EMPTY_STRING_FINGERPRINT if string else 0
                 tensor = tensor.to_tensor(tf.constant(fill, tensor.dtype), shape=[None, 1])
             out[name] = tensor
         return out
+
+
+def ragged_scalars(features: dict) -> dict:
+    """The integer form's dense nullable scalars (those with a `<name>.present`) as the exact
+    form's ragged rows of 0 or 1 value; every other feature as it is. For a model that takes
+    either form."""
+    out = {}
+    for name, tensor in features.items():
+        present = features.get(present_key(name))
+        if name.endswith(PRESENT_SUFFIX) and name[: -len(PRESENT_SUFFIX)] in features:
+            continue
+        if present is not None and not isinstance(tensor, tf.RaggedTensor):
+            present = tf.reshape(present, [-1])
+            tensor = tf.RaggedTensor.from_row_lengths(
+                tf.boolean_mask(tf.reshape(tensor, [-1]), present),
+                tf.cast(present, tf.int64),
+                validate=False,
+            )
+        out[name] = tensor
+    return out
 
 
 def _fingerprints(tensor):

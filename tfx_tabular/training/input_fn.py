@@ -28,6 +28,7 @@ from tfx_tabular.schemas.infer import label_of
 from tfx_tabular.schemas.parsing import feature_spec
 from tfx_tabular.training import columnar, forms
 from tfx_tabular.training import data_service as service
+from tfx_tabular.training.config import EXACT
 from tfx_tabular.training.forms import InputForm
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -174,7 +175,7 @@ def input_fn(
     transform_output=None,
     split: Optional[str] = None,
     columnar_batches: bool = True,
-    input_form: str = forms.EXACT,
+    input_form: str = EXACT,
     data_service: Optional[str] = None,
     data_service_job: Optional[str] = None,
 ) -> tf.data.Dataset:
@@ -218,7 +219,7 @@ def input_fn(
         schema = schemas.load_schema(schema)
     label_key = label_key if label_key is not None else label_of(schema)
     spec, finish = _parsing(schema, label_key, features, transform_output)
-    if transform_output is not None and input_form != forms.EXACT:
+    if transform_output is not None and input_form != EXACT:
         raise ValueError(
             "input_fn: a Transform graph takes the raw features as parsed: input_form must be "
             f"'exact' with transform_output, not {input_form!r}"

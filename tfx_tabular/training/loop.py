@@ -489,6 +489,7 @@ class _Inputs:
                 training=training,
                 cache=self.config.cache if training else None,
                 columnar_batches=self.config.columnar_batches,
+                input_form=self.config.input_form_for(self.transform_output),
                 seed=seed,
                 input_context=ctx,
                 transform_output=self.transform_output,

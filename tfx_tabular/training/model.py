@@ -32,6 +32,8 @@ import tf_keras as keras
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from tfx_tabular.schemas.parsing import feature_spec
+from tfx_tabular.training.categorical import bucket_ids
+from tfx_tabular.training.forms import ragged_scalars
 from tfx_tabular.training.task import Task, task_of
 
 HASH_BINS = 10_007  # rows per categorical feature while the shared table is under its cap
@@ -74,9 +76,11 @@ def _scaled(values: tf.Tensor, offset, inverse_span, use_log) -> tuple[tf.Tensor
     return scaled, finite
 
 
-def _hash(values: tf.Tensor, bins: int) -> tf.Tensor:
-    if values.dtype == tf.string:
-        return tf.strings.to_hash_bucket_fast(values, bins)
+def _hash(values: tf.Tensor, bins: int, strings: bool) -> tf.Tensor:
+    """Bucket ids of a group's values: strings, or their fingerprints (the integer input form),
+    by `bucket_ids` (the same ids either way); integer categories by a multiplicative hash."""
+    if strings:
+        return bucket_ids(values, bins)
     return tf.math.floormod(tf.cast(values, tf.int64) * 2654435761, bins)
 
 
@@ -188,12 +192,13 @@ class SchemaFeatures(keras.layers.Layer):
         mean, present = total / tf.maximum(count, 1.0), tf.math.log1p(count)
         return [_per_row(mean, len(names)), _per_row(present, len(names))]
 
-    def _categorical(self, inputs, names, offsets):
+    def _categorical(self, inputs, names, offsets, strings):
         """Categoricals of one dtype: each row's values hashed into the feature's rows of the
         shared table, their embeddings averaged (a row without values → zeros)."""
         values, rows, features = _stacked_rows([inputs[n] for n in names])
         salt = tf.gather(tf.constant(offsets, tf.int64), features)
-        ids = tf.math.floormod(_hash(values, self._groups.bins) + salt, self._groups.table_rows)
+        buckets = _hash(values, self._groups.bins, strings)
+        ids = tf.math.floormod(buckets + salt, self._groups.table_rows)
         segments = len(names) * tf.shape(inputs[names[0]], out_type=tf.int64)[0]
         # float32 whatever the precision policy: the other groups' parts are
         embedded = tf.cast(self._embeddings(ids), tf.float32)
@@ -203,13 +208,14 @@ class SchemaFeatures(keras.layers.Layer):
         return [_per_row(mean, len(names), EMBEDDING_DIM)]
 
     def call(self, inputs):
+        inputs = ragged_scalars(inputs)  # either input form
         parts = []
         for group in self._groups.dense.values():
             parts += self._dense(inputs, *group)
         for group in self._groups.ragged.values():
             parts += self._ragged(inputs, *group)
-        for group in self._groups.categorical.values():
-            parts += self._categorical(inputs, *group)
+        for dtype, group in self._groups.categorical.items():
+            parts += self._categorical(inputs, *group, strings=dtype == tf.string.name)
         return tf.concat(parts, axis=1)
 
 

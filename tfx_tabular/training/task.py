@@ -101,14 +101,22 @@ class Task:
 
         if not self.vocabulary:
             return finite
-        table = tf.lookup.StaticHashTable(
+        from tfx_tabular.training.categorical import vocabulary_fingerprints
+
+        ids = tf.range(len(self.vocabulary), dtype=tf.int64)
+        by_string = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(tf.constant(self.vocabulary), ids), -1
+        )
+        # The integer input form gives a string label as its fingerprint.
+        by_fingerprint = tf.lookup.StaticHashTable(
             tf.lookup.KeyValueTensorInitializer(
-                tf.constant(self.vocabulary), tf.range(len(self.vocabulary), dtype=tf.int64)
+                tf.constant(vocabulary_fingerprints(self.vocabulary)), ids
             ),
-            default_value=-1,
+            -1,
         )
 
         def encode(labels: tf.Tensor) -> tf.Tensor:
+            table = by_string if labels.dtype == tf.string else by_fingerprint
             ids = table.lookup(labels)
             check = tf.debugging.assert_non_negative(
                 ids,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tfx_tabular.components.parameters import Parameter
+from tfx_tabular.training.config import INPUT_FORMS
 from tfx_tabular.training.task import TASKS
 
 EXAMPLES = "examples"
@@ -51,6 +52,14 @@ PARAMETERS = {
         metavar="HOST:PORT",
         help="a tf.data service dispatcher whose input workers read and parse the train split "
         "(`tfx-tabular data-service`); default: the trainer reads it",
+    ),
+    "input_form": Parameter(
+        str,
+        choices=INPUT_FORMS,
+        help="how the input hands features to the model: integers (no strings: each string's "
+        "Fingerprint64, nullable scalars dense with a <name>.present mask; read from the "
+        "columnar batches) or exact (tf.io.parse_example's tensors); default: integers for the "
+        "reference model, exact for a model_fn, run_fn or Transform graph",
     ),
     "distribution": Parameter(
         str,
