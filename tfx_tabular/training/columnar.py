@@ -239,7 +239,10 @@ def _variants_as_ragged(variants: tf.Tensor, dtype: tf.DType) -> tf.RaggedTensor
         Tvalues=dtype,
         Tsplits=tf.int64,
     )
-    return tf.RaggedTensor.from_row_splits(values, splits[0], validate=False)
+    # The op's outputs have no static shape: the distributed iterators need their rank.
+    return tf.RaggedTensor.from_row_splits(
+        tf.reshape(values, [-1]), tf.reshape(splits[0], [-1]), validate=False
+    )
 
 
 def _joined_splits(offsets: tf.Tensor, values: tf.Tensor, item_bytes: int) -> tf.Tensor:

@@ -255,7 +255,7 @@ def _step_functions(strategy: tf.distribute.Strategy, t: _Trainable, global_batc
     the batch; and the compiled evaluation, which takes batches from an eval iterator until it
     ends or `steps` (negative: no limit) and returns how many it took. Batches never leave the
     graph (in Python, each would become ~40 ragged tensor objects), and neither function is
-    traced again for another batch size (a file's last columnar record gives short batches)."""
+    traced again for another batch size (an evaluation's last batch is shorter)."""
 
     def replica_train(features, labels):
         with tf.GradientTape() as tape:
