@@ -46,6 +46,7 @@ def task_input(examples_dir: str, columnar: bool, data_service: str = "") -> dic
         input_pipeline.BATCH,
         num_epochs=None,
         columnar_batches=columnar,
+        input_form=input_pipeline.FORM,
         data_service=data_service or None,
     )
     iterator, drain = iter(dataset), input_pipeline._drainer()

@@ -15,7 +15,7 @@ import os
 import shutil
 import time
 
-from benchmarks import harness
+from benchmarks import harness, targets
 from benchmarks.harness import Context
 from benchmarks.results import Recorder
 
@@ -33,6 +33,9 @@ LARGE_SCALE = 10  # peak RSS of ours also on 10x the main dataset
 # allocator's pools keep growing for the first few hundred batches, so a shorter run compares
 # where each happened to stop on that ramp, not the data's sizes.
 MEMORY_BATCHES = 1000
+# Ours is read in the integer form on both paths (the same tensors; the per-row path
+# fingerprints the strings it parses), as TabularTrainer's reference model reads it.
+FORM = "integers"
 
 
 def _setup(examples_dir: str):
@@ -120,9 +123,11 @@ def task_ours(
 
     schema, files = _setup(examples_dir)
     if not cached:
-        dataset = input_fn(files, schema, batch_size, num_epochs=None, columnar_batches=columnar)
+        dataset = input_fn(
+            files, schema, batch_size, num_epochs=None, columnar_batches=columnar, input_form=FORM
+        )
         return _measure(dataset, batches)
-    dataset = input_fn(files, schema, BATCH, num_epochs=None, cache="memory")
+    dataset = input_fn(files, schema, BATCH, num_epochs=None, cache="memory", input_form=FORM)
     return _measure(dataset, BATCHES, warm_up=_train_rows(examples_dir) // BATCH)
 
 
@@ -328,7 +333,9 @@ def task_ours_cold(examples_dir: str, columnar: bool = True) -> dict:
     batches = min(BATCHES, _train_rows(examples_dir) // BATCH - 1)
     _evict_from_page_cache(examples_dir)
     try:
-        dataset = input_fn(files, schema, BATCH, num_epochs=1, columnar_batches=columnar)
+        dataset = input_fn(
+            files, schema, BATCH, num_epochs=1, columnar_batches=columnar, input_form=FORM
+        )
         return _measure(dataset, batches)
     finally:
         _read_into_page_cache(examples_dir)
@@ -383,6 +390,42 @@ TRAINING = [  # (label, task)
     ("reference model, columnar batches", "task_train_columnar"),
     ("reference model, per-row tf.Example", "task_train_per_row"),
 ]
+
+
+# The demo as a new user runs it (`tfx-tabular demo --rows N --json`), training from columnar
+# batches (its default) and per row (`--columnar-batch-rows 0`): whether the coarser shuffle of
+# columnar batches costs small data its AUC.
+DEMO = [(targets.DEMO_COLUMNAR, "task_demo_columnar"), (targets.DEMO_PER_ROW, "task_demo_per_row")]
+
+
+def task_demo(columnar: bool) -> dict:
+    """`tfx-tabular demo --rows N --json` in a scratch folder: its learned eval AUC."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as workdir:
+        rows = str(targets.DEMO_ROWS)
+        command = [sys.executable, "-m", "tfx_tabular.cli", "demo", "--rows", rows]
+        command += ["--workdir", workdir, "--json"]
+        if not columnar:
+            command += ["--columnar-batch-rows", "0"]
+        done = subprocess.run(command, capture_output=True, text=True, check=True)
+    demo = json.loads(done.stdout)["demo"]
+    return {"eval_auc": demo["learned_auc"], "ceiling_auc": demo["ceiling_auc"]}
+
+
+def task_demo_columnar() -> dict:
+    return task_demo(columnar=True)
+
+
+def task_demo_per_row() -> dict:
+    return task_demo(columnar=False)
+
+
+def _auc(result: dict) -> str:
+    return f"AUC {result['eval_auc']:.3f} (ceiling {result['ceiling_auc']:.3f})"
 
 
 MEMORY = {  # data scale → configuration of the peak-RSS runs
@@ -463,4 +506,5 @@ def run(ctx: Context) -> list[dict]:
             )
     _large_runs(recorder, ctx, examples)
     _interleaved(recorder, ctx, TRAINING, _training_rates, examples_dir=examples)
+    _interleaved(recorder, ctx, DEMO, _auc)
     return recorder.rows()

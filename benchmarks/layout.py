@@ -293,6 +293,9 @@ LAYOUTS = [
         Table("Training the reference model", starting("reference model"), [
             NAME, Column("Steps/s", "steps_per_second", formats.seconds), EPS,
             Column("Input wait", "input_wait_fraction", formats.share)]),
+        Table("The demo's AUC from each path", starting("demo,"), [
+            NAME, Column("Eval AUC", "eval_auc", formats.score),
+            Column("Ceiling AUC", "ceiling_auc", formats.score)]),
     ], [
         Bars("Trainer input pipelines", INPUT_METHODS, "examples_per_second", "examples/s"),
     ], [

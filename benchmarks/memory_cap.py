@@ -74,7 +74,9 @@ def task_input_fn(cgroup: str, examples_dir: str) -> dict:
     files = sorted(glob.glob(os.path.join(examples_dir, "Split-*", "*")))
     start = time.perf_counter()
     examples = 0
-    for _, label in input_fn(files, schema, 4096, num_epochs=1, training=False):
+    for _, label in input_fn(
+        files, schema, 4096, num_epochs=1, training=False, input_form="integers"
+    ):
         examples += int(label.shape[0])
     return {"examples": examples, "seconds": time.perf_counter() - start, **_peaks(cgroup)}
 

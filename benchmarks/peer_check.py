@@ -137,10 +137,20 @@ def reference(parquet_dir: str, keys: list[float]) -> tuple[list[dict], list[int
     return rows, [int(p) for p in positions]
 
 
-def check(parquet_dir: str, got: dict[str, list[list]], note: str = "") -> str:
-    """The one-line verdict for a loader's sample `got` (columns `per_row`, with `price`)."""
+def _strings_mapped(value, strings_as):
+    if isinstance(value, list):
+        return [_strings_mapped(v, strings_as) for v in value]
+    return strings_as(_plain(value)) if isinstance(value, (str, bytes)) else value
+
+
+def check(parquet_dir: str, got: dict[str, list[list]], note: str = "", strings_as=None) -> str:
+    """The one-line verdict for a loader's sample `got` (columns `per_row`, with `price`);
+    `strings_as` maps the Parquet strings to what the loader gives for them (ours' integer form:
+    their fingerprints)."""
     if KEY not in got:
         return f"{note + '; ' if note else ''}not checked: no {KEY} column to match rows by"
     rows, positions = reference(parquet_dir, [float(v[0]) for v in got[KEY]])
+    if strings_as is not None:
+        rows = [{c: _strings_mapped(v, strings_as) for c, v in row.items()} for row in rows]
     sample = {c: [values[p] for p in positions] for c, values in got.items()}
     return verdict(compare(rows, sample), note)

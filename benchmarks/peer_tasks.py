@@ -95,8 +95,12 @@ def task(peer: str, parquet_dir: str, examples_dir: str, reference_dir: str, bat
         source = examples_dir if peer in ON_EXAMPLES else parquet_dir
         batches = iter(LOADERS[peer](source, batch_size, scratch))
         result = measure(batches, examples)
-        columns = (_merlin_columns if peer == "merlin" else _columns)(next(batches))
-        result["equality"] = peer_check.check(reference_dir, columns, note)
+        if peer == "ours":
+            columns, strings_as = _ours_columns(next(batches)), _fingerprint
+        else:
+            columns = (_merlin_columns if peer == "merlin" else _columns)(next(batches))
+            strings_as = None
+        result["equality"] = peer_check.check(reference_dir, columns, note, strings_as)
     except Exception:
         traceback.print_exc()
         result = None
@@ -121,7 +125,7 @@ def _ours(examples_dir: str, batch_size: int, _scratch: str):
     from tfx_tabular import input_fn
 
     schema, files = _setup(examples_dir)
-    return input_fn(files, schema, batch_size, num_epochs=None, columnar_batches=True)
+    return input_fn(files, schema, batch_size, num_epochs=None, input_form="integers")
 
 
 def _tfxio(examples_dir: str, batch_size: int, _scratch: str):
@@ -235,6 +239,25 @@ def _merlin(parquet_dir: str, batch_size: int, _scratch: str):
     loader = Loader(Dataset(_parquet_files(parquet_dir), engine="parquet", cpu=True), batch_size)
     while True:
         yield from loader
+
+
+def _ours_columns(batch) -> dict:
+    """Ours in the integer form: nullable scalars dense with masks, as rows holding a value or
+    none (`ragged_scalars`); strings are their fingerprints (`_fingerprint`)."""
+    from tfx_tabular.training.forms import ragged_scalars
+
+    features, label = batch
+    return _columns((ragged_scalars(features), label))
+
+
+def _fingerprint(value: bytes) -> int:
+    """A Parquet string as ours gives it in the integer form: its Fingerprint64, as int64."""
+    import numpy as np
+
+    from tfx_tabular.coders.fingerprint import fingerprint64
+
+    data = np.frombuffer(value, np.uint8)
+    return int(np.array(fingerprint64(data, 0, len(data)), np.uint64).view(np.int64))
 
 
 def _merlin_columns(batch) -> dict:

@@ -47,6 +47,9 @@ TFXIO = "TFXIO (TFX data_accessor.tf_dataset_factory)"
 GPU = "batch 65,536"
 MEMORY = "peak RSS: ours, columnar batches, 1,000 batches"
 PEERS_OURS = "ours: input_fn, columnar batches"  # the peers section's label for ours
+DEMO_ROWS = 60_000  # the demo as a new user runs it, both ways
+DEMO_COLUMNAR = f"demo, {DEMO_ROWS:,} rows, columnar batches"
+DEMO_PER_ROW = f"demo, {DEMO_ROWS:,} rows, per-row tf.Example"
 
 
 def service_cpu_share(run: Configuration, s: Section) -> float:
@@ -84,17 +87,17 @@ def peer_ratio(s: Section, batch: str) -> float:
     return ours.examples_per_cpu_second / best_peer(s, batch).examples_per_cpu_second
 
 
-def _columnar_targets(which: str, columnar: str, per_row: str) -> list[tuple]:
-    """Issue 27's two targets for one measurement of the columnar and per-row input paths."""
+def _columnar_targets(which: str, columnar: str, per_row: str, rate: float = 1.5e6) -> list:
+    """Issue 47's two targets for one measurement of the columnar and per-row input paths."""
     return [
         (
             "input_pipeline",
             f"input_fn, columnar batches, {which}",
             lambda s: s[columnar].examples_per_second,
             "≥",
-            1.5e6,
+            rate,
             formats.rate,
-            "issue 27: a GPU's appetite on one host",
+            "issue 47: one A100 consumes 1.6–2.0M examples/s for Wide & Deep",
         ),
         (
             "input_pipeline",
@@ -103,7 +106,7 @@ def _columnar_targets(which: str, columnar: str, per_row: str) -> list[tuple]:
             "≥",
             6,
             formats.ratio,
-            "issue 27: what columnar records must buy over per-row parsing",
+            "issue 47: what columnar records must buy over per-row parsing",
         ),
     ]
 
@@ -137,7 +140,7 @@ TARGETS = [Target(*entry) for entry in [
      "≤", 0.15, formats.percent, "issue 27, as the pipeline converts"),
     ("example_statistics", "columnar batch records' bytes vs the per-row shards'",
      lambda s: s[COLUMNAR].columnar_bytes / s[COLUMNAR].per_row_bytes,
-     "≤", 1, formats.ratio, "issue 27: no more disk than the per-row records"),
+     "≤", 0.5, formats.ratio, "issue 47: raw buffers take half the per-row records' disk"),
     ("example_statistics", "peak memory with columnar batches and statistics, 10x more rows",
      lambda s: s[f"{COLUMNAR_STATS}, 10x rows (1 run)"].peak_rss / s[COLUMNAR_STATS].peak_rss,
      "≤", 1.25, formats.ratio, "flat: the accumulators are of fixed size"),
@@ -163,7 +166,14 @@ TARGETS = [Target(*entry) for entry in [
                        "ours: input_fn, columnar batches, first epoch, page cache cold",
                        f"{PER_ROW_FIRST}, page cache cold"),
     *_columnar_targets(GPU, f"ours: input_fn, columnar batches, {GPU}",
-                       f"ours: input_fn, per-row tf.Example, {GPU}"),
+                       f"ours: input_fn, per-row tf.Example, {GPU}", rate=2e6),
+    ("input_pipeline", "a stock run_fn's data_accessor under TabularTrainer, examples/s",
+     lambda s: s["run_fn input under TabularTrainer (its data_accessor)"].examples_per_second,
+     "≥", 1.5e6, formats.rate,
+     "issue 47: a stock module as fast (it asks for exact strings: read per row)"),
+    ("input_pipeline", "demo AUC, columnar batches vs per-row, 60,000 rows",
+     lambda s: s[DEMO_COLUMNAR].eval_auc - s[DEMO_PER_ROW].eval_auc,
+     "≥", -0.01, formats.score, "issue 47: small data learns as well from the payload"),
     ("input_pipeline", "input_fn cached epochs vs TFXIO",
      lambda s: s["ours: cached epochs"].examples_per_second / s[TFXIO].examples_per_second,
      "≥", 10, formats.ratio, "later epochs come from memory"),

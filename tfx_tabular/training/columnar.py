@@ -25,6 +25,7 @@ import posixpath
 import re
 from typing import Optional, Sequence
 
+import numpy as np
 import tensorflow as tf
 
 from tfx_tabular.coders import columnar
@@ -107,20 +108,18 @@ def _keys_of(spec: dict, names: dict) -> dict:
     return keys
 
 
-def _flat(strings: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+def _flat(strings: tf.Tensor, dtype: tf.DType, equal: bool = False) -> tf.Tensor:
     """A group's raw bytes values of one column laid end to end, decoded: at once when they are
-    equally long (full records' scalars), else joined first (one more copy)."""
-    lengths = tf.strings.length(strings)
-    return tf.cond(
-        tf.reduce_all(lengths == lengths[0]),
-        lambda: tf.reshape(tf.io.decode_raw(strings, dtype, little_endian=True), [-1]),
-        lambda: tf.io.decode_raw(tf.strings.reduce_join(strings), dtype, little_endian=True),
-    )
+    `equal`ly long (a group of full records' scalars), else joined first (one more copy)."""
+    if equal:
+        return tf.reshape(tf.io.decode_raw(strings, dtype, little_endian=True), [-1])
+    return tf.io.decode_raw(tf.strings.reduce_join(strings), dtype, little_endian=True)
 
 
 class GroupDecoder:
-    """Serialized columnar records (a group of them) → each needed feature over the group's rows:
-    a scalar as (values, present), a list as a RaggedTensor; then the spec's tensors."""
+    """Serialized columnar records (a group of them) → the needed features over the group's rows
+    ({"values": name → a scalar's values or a list's rows, "present": name → a scalar's
+    validity, only where the spec's entries use it}); then the spec's tensors."""
 
     def __init__(
         self,
@@ -139,94 +138,135 @@ class GroupDecoder:
         for name in form.dense_scalars & set(spec):
             if not self._scalar[self._keys[name][0]]:
                 raise ValueError(f"feature {name!r} is a list in the columnar batches")
+        # A column whose bytes say how many rows each record holds.
+        first = self.needed[0]
+        i = self._index[first]
+        if self._scalar[first]:
+            self._row_key = columnar.values_key(i)
+            self._row_key_bytes = _DTYPES[self._kinds[first]].size
+        else:
+            self._row_key, self._row_key_bytes = columnar.mask_key(i), 1
+        self._masked = {
+            self._keys[name][0]
+            for name, entry in spec.items()
+            if self._scalar[self._keys[name][0]] and not self._slots_suffice(name, entry)
+        }
+
+    def _slots_suffice(self, name: str, entry) -> bool:
+        """Whether a scalar's slots alone give the entry: a fixed single value whose default is
+        what a null's slot holds (no validity needed)."""
+        if not isinstance(entry, tf.io.FixedLenFeature) or name in self._form.dense_scalars:
+            return False
+        if entry.default_value is None or int(np.prod(entry.shape or [1])) != 1:
+            return False
+        default = np.reshape(np.asarray(entry.default_value), [-1])[0]
+        fill = columnar.NULL_FILL[self._kinds[self._keys[name][0]]]
+        return default == b"" if entry.dtype == tf.string else default == fill
 
     def _parse(self, serialized) -> dict:
         keys = []
         for name in self.needed:
             i = self._index[name]
-            keys += [columnar.values_key(i), columnar.mask_key(i)]
+            keys.append(columnar.values_key(i))
+            if name in self._masked:
+                keys.append(columnar.mask_key(i))
             if not self._scalar[name]:
                 keys.append(columnar.offsets_key(i))
+        keys = sorted(set(keys) | {self._row_key})
         return tf.io.parse_example(
             serialized, {k: tf.io.FixedLenFeature([], tf.string) for k in keys}
         )
 
     def decode(self, serialized) -> dict:
-        """Each needed feature over the rows of records `serialized` (a vector), record after
-        record: a scalar → (values, present), a list → RaggedTensor [rows, None]."""
+        """The needed features over the rows of records `serialized` (a vector), record after
+        record (see the class docstring). One branch for the whole group, not one per column (a
+        `cond` is a function call): all records of `batch_rows` rows, or not."""
         raw = self._parse(serialized)
-        out = {}
+        rows = tf.strings.length(raw[self._row_key]) // self._row_key_bytes
+        full = tf.reduce_all(tf.equal(rows, self.batch_rows))
+        return tf.cond(full, lambda: self._decoded(raw, True), lambda: self._decoded(raw, False))
+
+    def _decoded(self, raw: dict, full: bool) -> dict:
+        values, present = {}, {}
         for name in self.needed:
             i = self._index[name]
-            values = _flat(raw[columnar.values_key(i)], _DTYPES[self._kinds[name]])
-            present = tf.cast(_flat(raw[columnar.mask_key(i)], tf.uint8), tf.bool)
-            if self._scalar[name]:
-                out[name] = (values, present)
+            scalar = self._scalar[name]
+            flat = _flat(raw[columnar.values_key(i)], _DTYPES[self._kinds[name]], full and scalar)
+            if name in self._masked:
+                mask = _flat(raw[columnar.mask_key(i)], tf.uint8, full)
+                present[name] = tf.cast(mask, tf.bool)
+            if scalar:
+                values[name] = flat
                 continue
             offsets = raw[columnar.offsets_key(i)]
-            splits = _joined_splits(offsets, raw[columnar.values_key(i)], values.dtype.size)
+            splits = _joined_splits(offsets, raw[columnar.values_key(i)], flat.dtype.size)
             # A row a variant: `rebatch` cuts a component along its first dimension, and a
             # ragged one's is its rows only so encoded (a list feature costs this per row).
-            out[name] = tf.raw_ops.RaggedTensorToVariant(
-                rt_nested_splits=[splits], rt_dense_values=values, batched_input=True
+            values[name] = tf.raw_ops.RaggedTensorToVariant(
+                rt_nested_splits=[splits], rt_dense_values=flat, batched_input=True
             )
-        return out
+        return {"values": values, "present": present}
 
     def mixed(self, rows: dict, seed: Optional[int]) -> dict:
         """A group's rows reordered in runs of `run_rows` (see the module docstring) when every
         record of it is full; a group holding a shorter record keeps its order."""
-        first = rows[self.needed[0]]
-        count = _rows_of(first)
-        records = count // self.batch_rows
-        full = tf.equal(count, records * self.batch_rows) & (records > 0)
         runs = self.batch_rows // self.run_rows
         if runs * self.run_rows != self.batch_rows:
             return rows
-        order = tf.random.shuffle(tf.range(runs), seed=seed)
-
-        def reordered(x):
-            by_run = tf.transpose(tf.reshape(x, [records, runs, self.run_rows]), [1, 0, 2])
-            return tf.reshape(tf.gather(by_run, order), [-1])
-
-        def mix(x):
-            return tf.cond(full, lambda: reordered(x), lambda: x)
-
+        count = tf.shape(next(iter(rows["values"].values())), out_type=tf.int64)[0]
+        records = count // self.batch_rows
+        full = tf.equal(count, records * self.batch_rows) & (records > 0)
+        # Run s of the output is run order[s] of every record: one gather of whole runs.
+        order = tf.random.shuffle(tf.range(runs, dtype=tf.int64), seed=seed)
+        runs_of = tf.reshape(order[:, None] + tf.range(records)[None, :] * runs, [-1])
         positions = None
-        out = {}
-        for name, value in rows.items():
-            if isinstance(value, tuple):
-                out[name] = tuple(mix(v) for v in value)
-            else:  # a list's rows, one variant each
+
+        def mix(x, variants: bool):
+            nonlocal positions
+            if variants:  # a list's rows, a variant each: gathered by row
                 if positions is None:
-                    positions = mix(tf.range(count))
-                out[name] = tf.gather(value, positions)
-        return out
+                    by_run = tf.reshape(tf.range(count), [-1, self.run_rows])
+                    positions = tf.reshape(tf.gather(by_run, runs_of), [-1])
+                return tf.gather(x, positions)
+            by_run = tf.reshape(x, [-1, self.run_rows])
+            return tf.reshape(tf.gather(by_run, runs_of), [-1])
+
+        def mixed_rows():
+            return {
+                "values": {n: mix(v, v.dtype == tf.variant) for n, v in rows["values"].items()},
+                "present": {n: mix(v, False) for n, v in rows["present"].items()},
+            }
+
+        return tf.cond(full, mixed_rows, lambda: rows)
 
     def tensors(self, rows: dict) -> dict:
         """The spec's tensors over `rows` in the input form (VarLenFeatures as SparseTensors,
         as `tf.io.parse_example` gives them)."""
-        rows = {
-            name: tuple(tf.reshape(v, [-1]) for v in value)
-            if isinstance(value, tuple)
-            else _variants_as_ragged(value, _DTYPES[self._kinds[name]])
-            for name, value in rows.items()
+        values = {
+            name: tf.reshape(v, [-1])
+            if v.dtype != tf.variant
+            else _variants_as_ragged(v, _DTYPES[self._kinds[name]])
+            for name, v in rows["values"].items()
         }
+        present = {name: tf.reshape(v, [-1]) for name, v in rows["present"].items()}
         out = {}
         for name, entry in self._spec.items():
             keys = self._keys[name]
-            value = rows[keys[0]]
+            value = values[keys[0]]
             if name in self._form.dense_scalars and self._form.integers:
-                values, present = value
-                out[name], out[present_key(name)] = values[:, None], present[:, None]
+                out[name], out[present_key(name)] = value[:, None], present[keys[0]][:, None]
                 continue
-            if isinstance(value, tuple):
-                value = _ragged_scalar(*value)
+            if self._scalar[keys[0]]:
+                if keys[0] not in self._masked:  # the slots are the tensor
+                    out[name] = tf.reshape(value, [-1, *[int(d) for d in entry.shape]])
+                    continue
+                value = _ragged_scalar(value, present[keys[0]])
             if isinstance(entry, tf.io.FixedLenFeature):
                 out[name] = _dense(name, value, entry)
             elif isinstance(entry, tf.io.VarLenFeature):
                 out[name] = value.to_sparse()
             else:
-                out[name] = _nested(value, [rows[k] for k in keys[1:]])
+                out[name] = _nested(value, [values[k] for k in keys[1:]])
         return out
 
 
@@ -304,12 +344,6 @@ def _dense(name: str, rows: tf.RaggedTensor, entry: tf.io.FixedLenFeature) -> tf
     with tf.control_dependencies([check]):
         dense = rows.to_tensor(default_value=default, shape=[None, size])
     return tf.reshape(dense, [-1] + dims)
-
-
-def _rows_of(value) -> tf.Tensor:
-    if isinstance(value, tuple):
-        value = value[0]
-    return tf.shape(value, out_type=tf.int64)[0]
 
 
 def batches(
