@@ -170,6 +170,7 @@ def _dispatcher(replica: Role, done_path: str) -> Iterator[None]:
     except BaseException:
         server.stop()  # no DONE_FILE: Vertex fails the job, or restarts this replica
         raise
+    tf.io.gfile.makedirs(os.path.dirname(done_path))
     with tf.io.gfile.GFile(done_path, "w") as handle:
         handle.write("the chief trained; its input workers stop\n")
     server.stop()
