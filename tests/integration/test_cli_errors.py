@@ -169,6 +169,21 @@ MATRIX = [
     ),
     (
         "compile --target vertex --data-root gs://b/d --pipeline-root gs://b/r --image i -o {out}/p "
+        "--training-job-project p --training-job-region us-central1 --training-job-input-workers 0",
+        2,
+        ["--training-job-input-workers", ">= 1"],
+        None,
+    ),
+    (
+        "compile --target vertex --data-root gs://b/d --pipeline-root gs://b/r --image i -o {out}/p "
+        "--training-job-project p --training-job-region us-central1 --training-job-input-workers 2 "
+        "--data-service h:5050",
+        2,
+        ["--data-service", "--training-job-input-workers"],
+        None,
+    ),
+    (
+        "compile --target vertex --data-root gs://b/d --pipeline-root gs://b/r --image i -o {out}/p "
         "--columns I1,C1",
         2,
         ["--columns leaves out the label 'label'"],

@@ -302,6 +302,38 @@ def test_cli_compile_with_a_vertex_training_job(tmp_path, capsys):
     assert pools[1]["container_spec"] == {"image_uri": IMAGE}
 
 
+def test_cli_compile_with_vertex_input_workers(tmp_path):
+    """`compile --training-job-input-workers` as a user types it: the compiled job has the input
+    workers as pool 2 (pool 1 skipped, Vertex's empty value), every pool carrying the port of
+    the chief's dispatcher."""
+    out = tmp_path / "pipeline.json"
+    typed = (
+        f"compile --target vertex --data-root {DATA_ROOT} --pipeline-root {PIPELINE_ROOT} "
+        f"--image {IMAGE} -o {out} --training-job-project p --training-job-region us-central1 "
+        "--gpus 1 --gpu-type NVIDIA_L4 --training-job-machine-type g2-standard-8 "
+        "--training-job-input-workers 3 --training-job-input-worker-machine-type n2-highcpu-16"
+    )
+    assert cli.main(typed.split()) == 0
+    spec = json.loads(out.read_text())["pipelineSpec"]
+    parameters = spec["root"]["dag"]["tasks"]["TabularTrainer"]["inputs"]["parameters"]
+    config = json.loads(parameters["custom_config"]["runtimeValue"]["constant"])
+    pools = config["ai_platform_training_args"]["job_spec"]["worker_pool_specs"]
+    assert [p.get("replica_count") for p in pools] == [1, None, 3]
+    assert pools[1] == {}
+    assert pools[0]["machine_spec"] == {
+        "machine_type": "g2-standard-8",
+        "accelerator_type": "NVIDIA_L4",
+        "accelerator_count": 1,
+    }
+    assert pools[2]["machine_spec"] == {"machine_type": "n2-highcpu-16"}
+    for pool in (pools[0], pools[2]):
+        assert pool["container_spec"] == {
+            "image_uri": IMAGE,
+            "env": [{"name": "TFX_TABULAR_DISPATCHER_PORT", "value": "5050"}],
+        }
+    assert spec["root"]["inputDefinitions"]["parameters"]["data_service"]["defaultValue"] == ""
+
+
 @pytest.mark.parametrize(
     "flags, message",
     [
@@ -332,6 +364,34 @@ def test_cli_compile_with_a_vertex_training_job(tmp_path, capsys):
         (
             ["--training-job-replicas", "2"],
             "--training-job-replicas without --training-job-project",
+        ),
+        (
+            ["--training-job-input-workers", "2"],
+            "--training-job-input-workers without --training-job-project",
+        ),
+        (
+            [
+                "--training-job-project",
+                "p",
+                "--training-job-region",
+                "r",
+                "--training-job-input-worker-machine-type",
+                "n2-highcpu-16",
+            ],
+            "--training-job-input-worker-machine-type without --training-job-input-workers",
+        ),
+        (
+            [
+                "--training-job-project",
+                "p",
+                "--training-job-region",
+                "r",
+                "--training-job-input-workers",
+                "2",
+                "--data-service",
+                "host:5050",
+            ],
+            "--data-service names a dispatcher of yours, and --training-job-input-workers",
         ),
         (
             ["--training-job-project", "p", "--training-job-region", "r", "--cpu-limit", "4"],

@@ -56,6 +56,8 @@ COMMANDS = {
             "--training-job-machine-type",
             "--training-job-replicas",
             "--training-job-service-account",
+            "--training-job-input-workers",
+            "--training-job-input-worker-machine-type",
         },
     ),
     "demo": (

@@ -225,6 +225,8 @@ def _vertex_training(args):
         "--training-job-machine-type": args.training_job_machine_type,
         "--training-job-replicas": args.training_job_replicas,
         "--training-job-service-account": args.training_job_service_account,
+        "--training-job-input-workers": args.training_job_input_workers,
+        "--training-job-input-worker-machine-type": args.training_job_input_worker_machine_type,
     }
     if not args.training_job_project:
         if any(job_flags.values()):
@@ -232,12 +234,21 @@ def _vertex_training(args):
                 f"{', '.join(f for f, v in job_flags.items() if v)} without --training-job-project"
             )
         return None
-    from tfx_tabular.components.tabular_trainer.vertex import VertexTraining
+    from tfx_tabular.components.tabular_trainer.vertex import DEFAULT_MACHINE_TYPE, VertexTraining
 
     if args.cpu_limit or args.memory_limit:
         raise CompileError(
             "--cpu-limit / --memory-limit size the Trainer task; with a training "
             "job, choose --training-job-machine-type"
+        )
+    if args.training_job_input_worker_machine_type and not args.training_job_input_workers:
+        raise CompileError(
+            "--training-job-input-worker-machine-type without --training-job-input-workers"
+        )
+    if args.training_job_input_workers and args.data_service:
+        raise CompileError(
+            "--data-service names a dispatcher of yours, and --training-job-input-workers "
+            "starts one on the job's chief: give one of them"
         )
     try:
         return VertexTraining(
@@ -249,6 +260,9 @@ def _vertex_training(args):
             accelerator_count=args.gpus,
             replica_count=args.training_job_replicas or 1,
             service_account=args.training_job_service_account,
+            input_worker_count=args.training_job_input_workers or 0,
+            input_worker_machine_type=args.training_job_input_worker_machine_type
+            or DEFAULT_MACHINE_TYPE,
         )
     except ValueError as e:
         raise CompileError(f"Vertex AI training job: {e}") from None
@@ -520,6 +534,19 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
         "--training-job-service-account",
         metavar="SA",
         help="the service account the job runs as (default: the project's Vertex AI one)",
+    )
+    g.add_argument(
+        "--training-job-input-workers",
+        type=positive_int,
+        metavar="N",
+        help="N more replicas (worker pool 2) that read and parse the train split as tf.data "
+        "service workers for a dispatcher on the chief; the trainers only receive batches "
+        "(default: none, the trainers read it)",
+    )
+    g.add_argument(
+        "--training-job-input-worker-machine-type",
+        metavar="TYPE",
+        help="the input workers' machine type, without accelerators (default n1-standard-8)",
     )
     _add_pipeline_arguments(p)
     p.set_defaults(func=cmd_compile)

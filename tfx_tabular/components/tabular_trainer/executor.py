@@ -154,6 +154,22 @@ class Executor(base_executor.BaseExecutor):
         output_dict: Dict[str, List],
         exec_properties: Dict[str, Any],
     ) -> None:
+        from tfx_tabular.components.tabular_trainer import input_workers
+
+        replica = input_workers.role()  # a Vertex job with input workers: this replica's part
+        if replica is None:
+            self._do(input_dict, output_dict, exec_properties)
+            return
+        input_workers.act(
+            replica,
+            artifact_utils.get_single_instance(output_dict[spec.MODEL_RUN]).uri,
+            exec_properties.get("data_service"),
+            lambda address: self._do(
+                input_dict, output_dict, {**exec_properties, "data_service": address}
+            ),
+        )
+
+    def _do(self, input_dict, output_dict, exec_properties) -> None:
         params = resolve(exec_properties, spec.PARAMETERS)
         examples = artifact_utils.get_single_instance(input_dict[spec.EXAMPLES])
         train_args, _, splits = _args(exec_properties)
