@@ -4,11 +4,13 @@ Records are read GROUP_RECORDS at a time: one `parse_example` gives each needed 
 bytes per record, one `decode_raw` per column its values (no string is made: strings are their
 fingerprints), validity and row offsets. Training shuffles records, then mixes each group's rows
 in runs of RUN_ROWS neighbours: the group's rows are reordered run-major (run 0 of every record,
-then run 1, ...), its runs in a random order, by a block transposition and a gather of whole
-runs, not of rows; `rebatch` then cuts batches of exactly `batch_size` rows, so each mixes the
-runs of several records and every batch but an epoch's last has the size asked (a shard's last,
-shorter record included). Otherwise records come in file order and rows in record order, so
-every row is read once, in a fixed order (not the per-row records' order).
+then run 1, ...), its runs in a random order, by one gather of whole runs, not of rows (a list's
+rows are gathered by row). Batches of exactly `batch_size` rows are then cut across groups
+(`_cut`: a scan carrying the rows left after a group's whole batches), so each mixes the runs
+of several records and every batch but an epoch's last has the size asked (a shard's last,
+shorter record included), and are shuffled a few at a time. Otherwise records come in file
+order and rows in record order, so every row is read once, in a fixed order (not the per-row
+records' order), the rows left at the end a last, shorter batch.
 
 The features come in the input form asked (`forms`): the integer form as the records hold it,
 the exact form with nullable scalars as ragged rows (strings cannot be read exactly from here).
@@ -187,7 +189,7 @@ class GroupDecoder:
         return tf.cond(full, lambda: self._decoded(raw, True), lambda: self._decoded(raw, False))
 
     def _decoded(self, raw: dict, full: bool) -> dict:
-        values, present = {}, {}
+        values, present, lists = {}, {}, {}
         for name in self.needed:
             i = self._index[name]
             scalar = self._scalar[name]
@@ -200,12 +202,8 @@ class GroupDecoder:
                 continue
             offsets = raw[columnar.offsets_key(i)]
             splits = _joined_splits(offsets, raw[columnar.values_key(i)], flat.dtype.size)
-            # A row a variant: `rebatch` cuts a component along its first dimension, and a
-            # ragged one's is its rows only so encoded (a list feature costs this per row).
-            values[name] = tf.raw_ops.RaggedTensorToVariant(
-                rt_nested_splits=[splits], rt_dense_values=flat, batched_input=True
-            )
-        return {"values": values, "present": present}
+            lists[name] = {"values": flat, "splits": splits}
+        return {"values": values, "present": present, "lists": lists}
 
     def mixed(self, rows: dict, seed: Optional[int]) -> dict:
         """A group's rows reordered in runs of `run_rows` (see the module docstring) when every
@@ -213,28 +211,28 @@ class GroupDecoder:
         runs = self.batch_rows // self.run_rows
         if runs * self.run_rows != self.batch_rows:
             return rows
-        count = tf.shape(next(iter(rows["values"].values())), out_type=tf.int64)[0]
+        count = _rows(rows)
         records = count // self.batch_rows
         full = tf.equal(count, records * self.batch_rows) & (records > 0)
         # Run s of the output is run order[s] of every record: one gather of whole runs.
         order = tf.random.shuffle(tf.range(runs, dtype=tf.int64), seed=seed)
         runs_of = tf.reshape(order[:, None] + tf.range(records)[None, :] * runs, [-1])
-        positions = None
 
-        def mix(x, variants: bool):
-            nonlocal positions
-            if variants:  # a list's rows, a variant each: gathered by row
-                if positions is None:
-                    by_run = tf.reshape(tf.range(count), [-1, self.run_rows])
-                    positions = tf.reshape(tf.gather(by_run, runs_of), [-1])
-                return tf.gather(x, positions)
+        def mix(x):
             by_run = tf.reshape(x, [-1, self.run_rows])
             return tf.reshape(tf.gather(by_run, runs_of), [-1])
 
+        def mix_list(part):  # a list's rows gathered by row (its values follow them)
+            by_run = tf.reshape(tf.range(count), [-1, self.run_rows])
+            positions = tf.reshape(tf.gather(by_run, runs_of), [-1])
+            ragged = tf.gather(_ragged(part), positions)
+            return {"values": ragged.values, "splits": ragged.row_splits}
+
         def mixed_rows():
             return {
-                "values": {n: mix(v, v.dtype == tf.variant) for n, v in rows["values"].items()},
-                "present": {n: mix(v, False) for n, v in rows["present"].items()},
+                "values": {n: mix(v) for n, v in rows["values"].items()},
+                "present": {n: mix(v) for n, v in rows["present"].items()},
+                "lists": {n: mix_list(v) for n, v in rows["lists"].items()},
             }
 
         return tf.cond(full, mixed_rows, lambda: rows)
@@ -242,12 +240,8 @@ class GroupDecoder:
     def tensors(self, rows: dict) -> dict:
         """The spec's tensors over `rows` in the input form (VarLenFeatures as SparseTensors,
         as `tf.io.parse_example` gives them)."""
-        values = {
-            name: tf.reshape(v, [-1])
-            if v.dtype != tf.variant
-            else _variants_as_ragged(v, _DTYPES[self._kinds[name]])
-            for name, v in rows["values"].items()
-        }
+        values = {name: tf.reshape(v, [-1]) for name, v in rows["values"].items()}
+        values.update(rows["lists"])
         present = {name: tf.reshape(v, [-1]) for name, v in rows["present"].items()}
         out = {}
         for name, entry in self._spec.items():
@@ -270,19 +264,115 @@ class GroupDecoder:
         return out
 
 
-def _variants_as_ragged(variants: tf.Tensor, dtype: tf.DType) -> tf.RaggedTensor:
-    """A list's rows, a variant each (see `GroupDecoder.decode`), as a RaggedTensor."""
-    splits, values = tf.raw_ops.RaggedTensorFromVariant(
-        encoded_ragged=variants,
-        input_ragged_rank=0,
-        output_ragged_rank=1,
-        Tvalues=dtype,
-        Tsplits=tf.int64,
-    )
-    # The op's outputs have no static shape: the distributed iterators need their rank.
+def _ragged(part: dict) -> tf.RaggedTensor:
+    """A list's rows from its values and row splits."""
     return tf.RaggedTensor.from_row_splits(
-        tf.reshape(values, [-1]), tf.reshape(splits[0], [-1]), validate=False
+        tf.reshape(part["values"], [-1]), tf.reshape(part["splits"], [-1]), validate=False
     )
+
+
+def _rows(rows: dict) -> tf.Tensor:
+    """How many rows a group's (or a cut's) features hold."""
+    if rows["values"]:
+        return tf.shape(next(iter(rows["values"].values())), out_type=tf.int64)[0]
+    return tf.shape(next(iter(rows["lists"].values()))["splits"], out_type=tf.int64)[0] - 1
+
+
+def _joined(a: dict, b: dict) -> dict:
+    """Rows `a` then rows `b`."""
+
+    def lists(x, y):
+        splits = tf.concat([x["splits"], y["splits"][1:] + x["splits"][-1]], 0)
+        return {"values": tf.concat([x["values"], y["values"]], 0), "splits": splits}
+
+    return {
+        "values": {n: tf.concat([v, b["values"][n]], 0) for n, v in a["values"].items()},
+        "present": {n: tf.concat([v, b["present"][n]], 0) for n, v in a["present"].items()},
+        "lists": {n: lists(v, b["lists"][n]) for n, v in a["lists"].items()},
+    }
+
+
+def _taken(rows: dict, start, stop) -> dict:
+    """Rows [start, stop) (a list's values and splits moved to start at 0)."""
+
+    def lists(part):
+        splits = part["splits"][start : stop + 1]
+        return {"values": part["values"][splits[0] : splits[-1]], "splits": splits - splits[0]}
+
+    return {
+        "values": {n: v[start:stop] for n, v in rows["values"].items()},
+        "present": {n: v[start:stop] for n, v in rows["present"].items()},
+        "lists": {n: lists(v) for n, v in rows["lists"].items()},
+    }
+
+
+def _empty(spec: dict) -> dict:
+    """Rows of none, of a group's structure (`spec`: its element_spec)."""
+    empty = tf.nest.map_structure(lambda s: tf.zeros([0], s.dtype), spec)
+    for part in empty["lists"].values():
+        part["splits"] = tf.zeros([1], tf.int64)
+    return empty
+
+
+def _as_batches(rows: dict, count, batch_size: int) -> dict:
+    """`count` * `batch_size` rows as `count` batches: [count, batch_size] (lists ragged)."""
+
+    def batched(x):
+        return tf.reshape(x, [count, batch_size])
+
+    return {
+        "values": {n: batched(v) for n, v in rows["values"].items()},
+        "present": {n: batched(v) for n, v in rows["present"].items()},
+        "lists": {
+            n: tf.RaggedTensor.from_uniform_row_length(_ragged(v), batch_size, validate=False)
+            for n, v in rows["lists"].items()
+        },
+    }
+
+
+def _as_batch(rows: dict) -> dict:
+    """Rows as one batch (lists ragged)."""
+    return {**rows, "lists": {n: _ragged(v) for n, v in rows["lists"].items()}}
+
+
+def _cut(groups: tf.data.Dataset, batch_size: int, keep_last: bool) -> tf.data.Dataset:
+    """Groups of rows → batches of exactly `batch_size` rows, cut across groups (the rows left
+    after a group's whole batches carried to the next), and with `keep_last` the rows left at
+    the end as a last, shorter batch. Each batch is a copy of its rows, whatever the kind of
+    feature (`rebatch` needs a first dimension of rows, which ragged lists lack)."""
+    spec = groups.element_spec
+    tagged = groups.map(lambda rows: {"rows": rows, "last": tf.constant(False)})
+    if keep_last:
+        end = {"rows": _empty(spec), "last": tf.constant(True)}
+        tagged = tagged.concatenate(tf.data.Dataset.from_tensors(end))
+
+    def step(left, group):
+        rows = _joined(left, group["rows"])
+        total = _rows(rows)
+        whole = total // batch_size
+        cut = whole * batch_size
+        tail_end = tf.where(group["last"], total, cut)
+        out = {
+            "whole": _as_batches(_taken(rows, 0, cut), whole, batch_size),
+            "tail": _as_batch(_taken(rows, cut, tail_end)),
+        }
+        return _taken(rows, tail_end, total), out
+
+    def batches_of(out):
+        whole = tf.data.Dataset.from_tensor_slices(out["whole"])
+        if not keep_last:
+            return whole
+        tail = tf.data.Dataset.from_tensors(out["tail"]).filter(lambda t: _rows_in(t) > 0)
+        return whole.concatenate(tail)
+
+    return tagged.scan(_empty(spec), step).flat_map(batches_of)
+
+
+def _rows_in(batch: dict) -> tf.Tensor:
+    """Rows of a batch (lists ragged)."""
+    if batch["values"]:
+        return tf.shape(next(iter(batch["values"].values())), out_type=tf.int64)[0]
+    return next(iter(batch["lists"].values())).nrows()
 
 
 def _joined_splits(offsets: tf.Tensor, values: tf.Tensor, item_bytes: int) -> tf.Tensor:
@@ -366,7 +456,7 @@ def batches(
     groups = records.batch(group_records).map(
         decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=ordered
     )
-    cut = groups.rebatch(batch_size, drop_remainder=training)
+    cut = _cut(groups, batch_size, keep_last=not training)
     if training:
         buffer = max(2, BATCH_SHUFFLE_ROWS // batch_size)
         cut = cut.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
