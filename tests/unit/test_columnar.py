@@ -202,9 +202,10 @@ def test_training_batches_have_the_size_asked_and_mix_several_records_runs(data)
     records, layout = _records(batch, features, 8, 1)
     expected = _as_lists(form.from_parsed(dict(per_row))["nested"])
     epochs = []
+    dataset = _batches(records, layout, spec, form, 6, training=True)
     for _ in range(2):
         seen = []
-        for got in _batches(records, layout, spec, form, 6, training=True):
+        for got in dataset:
             keys = _keys(got)
             assert len(keys) == 6
             assert _as_lists(got["nested"]) == [expected[k] for k in keys]
@@ -355,3 +356,14 @@ def test_a_dictionarys_long_strings_are_hashed_once_and_read_as_their_fingerprin
     )
     records = _assert_read_as_the_per_row_records_parse(table, tmp_path)
     assert sum(len(r) for r in records) < rows * 40  # a fingerprint per row, not the strings
+
+
+def test_data_smaller_than_a_batch_still_trains_in_one_shorter_batch(data):
+    """Training drops an epoch's last partial batch, but not its only one: a split smaller than
+    a batch gives each epoch one batch of all its rows."""
+    batch, features, schema, _ = data
+    form = _form(INTEGERS, schema)
+    records, layout = _records(batch, features, 8, 1)
+    dataset = _batches(records, layout, feature_spec(schema), form, ROWS + 10, training=True)
+    for _ in range(2):
+        assert [sorted(_keys(got)) for got in dataset] == [list(range(ROWS))]

@@ -124,7 +124,9 @@ def test_a_columnar_record_is_a_framed_example_of_each_features_raw_values(rows,
             lists = [None if v is None else [_fingerprint(s) for s in v] for v in lists]
         if kind == Kind.FLOAT:
             lists = [None if v is None else np.asarray(v, "<f4").tolist() for v in lists]
-        assert raw(f"m{f}", np.uint8) == [int(v is not None) for v in lists]
+        bits = np.unpackbits(np.array(raw(f"m{f}", np.uint8), np.uint8), bitorder="little")
+        assert bits[: len(rows)].tolist() == [int(v is not None) for v in lists]
+        assert not bits[len(rows) :].any() and len(bits) == -(-len(rows) // 8) * 8
         values = raw(f"v{f}", dtypes[kind])
         if columnar.shape_of(features[f]) == columnar.SCALAR:
             assert values == [fill[kind] if v is None else v[0] for v in lists]

@@ -8,7 +8,8 @@ mapping (values features and ragged row-length partitions alike), bytes values o
   (`coders.fingerprint`) as int64. A scalar feature has one slot per row; a null row's slot
   holds what the per-row parse gives a missing value (0, 0.0, or the empty string's
   fingerprint). A list feature has its rows' values only.
-* ``m<i>``: one uint8 per row, 1 where the row holds a value (a null has 0; so has nothing else).
+* ``m<i>``: one bit per row, 1 where the row holds a value (a null has 0), little-endian bit
+  order (row r is bit r % 8 of byte r // 8; the last byte's unused bits 0).
 * ``o<i>`` (list features only): the rows' offsets into the values, int64, rows + 1 of them,
   the first 0: the row splits themselves, so a reader needs no cumulative sum.
 
@@ -251,7 +252,7 @@ class RecordBuffer:
     def _record(self, columns: Sequence[_Column]) -> np.ndarray:
         values = []
         for (v, m, o), column in zip(self._keys, columns, strict=True):
-            values += [(v, column.values), (m, column.valid)]
+            values += [(v, column.values), (m, np.packbits(column.valid, bitorder="little"))]
             if column.offsets is not None:
                 values.append((o, column.offsets))
         self.records += 1

@@ -146,8 +146,8 @@ class GroupDecoder:
         if self._scalar[first]:
             self._row_key = columnar.values_key(i)
             self._row_key_bytes = _DTYPES[self._kinds[first]].size
-        else:
-            self._row_key, self._row_key_bytes = columnar.mask_key(i), 1
+        else:  # its offsets: rows + 1 of them
+            self._row_key, self._row_key_bytes = columnar.offsets_key(i), 8
         self._masked = {
             self._keys[name][0]
             for name, entry in spec.items()
@@ -185,18 +185,22 @@ class GroupDecoder:
         `cond` is a function call): all records of `batch_rows` rows, or not."""
         raw = self._parse(serialized)
         rows = tf.strings.length(raw[self._row_key]) // self._row_key_bytes
+        if not self._scalar[self.needed[0]]:
+            rows -= 1
         full = tf.reduce_all(tf.equal(rows, self.batch_rows))
-        return tf.cond(full, lambda: self._decoded(raw, True), lambda: self._decoded(raw, False))
+        return tf.cond(
+            full, lambda: self._decoded(raw, rows, True), lambda: self._decoded(raw, rows, False)
+        )
 
-    def _decoded(self, raw: dict, full: bool) -> dict:
+    def _decoded(self, raw: dict, rows: tf.Tensor, full: bool) -> dict:
         values, present, lists = {}, {}, {}
         for name in self.needed:
             i = self._index[name]
             scalar = self._scalar[name]
             flat = _flat(raw[columnar.values_key(i)], _DTYPES[self._kinds[name]], full and scalar)
             if name in self._masked:
-                mask = _flat(raw[columnar.mask_key(i)], tf.uint8, full)
-                present[name] = tf.cast(mask, tf.bool)
+                aligned = full and self.batch_rows % 8 == 0
+                present[name] = _bits(raw[columnar.mask_key(i)], rows, aligned)
             if scalar:
                 values[name] = flat
                 continue
@@ -262,6 +266,20 @@ class GroupDecoder:
             else:
                 out[name] = _nested(value, [values[k] for k in keys[1:]])
         return out
+
+
+def _bits(strings: tf.Tensor, rows: tf.Tensor, aligned: bool) -> tf.Tensor:
+    """A group's validity bits (one bit a row, little-endian, each record's bytes padded to a
+    whole byte) as bools, record after record; `aligned`: every record's rows fill its bytes."""
+    packed = _flat(strings, tf.uint8, aligned)
+    shifts = tf.constant(list(range(8)), tf.uint8)
+    bits = tf.bitwise.bitwise_and(tf.bitwise.right_shift(packed[:, None], shifts), 1)
+    bits = tf.cast(tf.reshape(bits, [-1]), tf.bool)
+    if aligned:
+        return bits
+    # Each record's padding bits dropped.
+    within = tf.ragged.range(8 * ((rows + 7) // 8))
+    return tf.boolean_mask(bits, (within < rows[:, None]).flat_values)
 
 
 def _ragged(part: dict) -> tf.RaggedTensor:
@@ -337,35 +355,35 @@ def _as_batch(rows: dict) -> dict:
 
 def _cut(groups: tf.data.Dataset, batch_size: int, keep_last: bool) -> tf.data.Dataset:
     """Groups of rows → batches of exactly `batch_size` rows, cut across groups (the rows left
-    after a group's whole batches carried to the next), and with `keep_last` the rows left at
-    the end as a last, shorter batch. Each batch is a copy of its rows, whatever the kind of
-    feature (`rebatch` needs a first dimension of rows, which ragged lists lack)."""
+    after a group's whole batches carried to the next); the rows left at the end are a last,
+    shorter batch with `keep_last`, or when no whole batch came (data smaller than a batch
+    still trains). Each batch is a copy of its rows, whatever the kind of feature (`rebatch`
+    needs a first dimension of rows, which ragged lists lack)."""
     spec = groups.element_spec
     tagged = groups.map(lambda rows: {"rows": rows, "last": tf.constant(False)})
-    if keep_last:
-        end = {"rows": _empty(spec), "last": tf.constant(True)}
-        tagged = tagged.concatenate(tf.data.Dataset.from_tensors(end))
+    end = {"rows": _empty(spec), "last": tf.constant(True)}
+    tagged = tagged.concatenate(tf.data.Dataset.from_tensors(end))
 
-    def step(left, group):
+    def step(state, group):
+        left, emitted = state
         rows = _joined(left, group["rows"])
         total = _rows(rows)
         whole = total // batch_size
         cut = whole * batch_size
-        tail_end = tf.where(group["last"], total, cut)
+        emitted += whole
+        tail_end = tf.where(group["last"] & (keep_last or emitted == 0), total, cut)
         out = {
             "whole": _as_batches(_taken(rows, 0, cut), whole, batch_size),
             "tail": _as_batch(_taken(rows, cut, tail_end)),
         }
-        return _taken(rows, tail_end, total), out
+        return (_taken(rows, tail_end, total), emitted), out
 
     def batches_of(out):
-        whole = tf.data.Dataset.from_tensor_slices(out["whole"])
-        if not keep_last:
-            return whole
         tail = tf.data.Dataset.from_tensors(out["tail"]).filter(lambda t: _rows_in(t) > 0)
-        return whole.concatenate(tail)
+        return tf.data.Dataset.from_tensor_slices(out["whole"]).concatenate(tail)
 
-    return tagged.scan(_empty(spec), step).flat_map(batches_of)
+    initial = (_empty(spec), tf.constant(0, tf.int64))
+    return tagged.scan(initial, step).flat_map(batches_of)
 
 
 def _rows_in(batch: dict) -> tf.Tensor:
