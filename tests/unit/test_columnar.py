@@ -367,3 +367,12 @@ def test_data_smaller_than_a_batch_still_trains_in_one_shorter_batch(data):
     dataset = _batches(records, layout, feature_spec(schema), form, ROWS + 10, training=True)
     for _ in range(2):
         assert [sorted(_keys(got)) for got in dataset] == [list(range(ROWS))]
+
+
+def test_a_spec_of_more_features_than_the_reader_takes_is_read_per_row(data):
+    _, _, schema, _ = data
+    spec = {f"f{i}": tf.io.FixedLenFeature([1], tf.int64) for i in range(reader.MAX_FEATURES + 1)}
+    reason = reader.unreadable(spec, _form(INTEGERS, schema, spec))
+    assert (
+        reason == f"{reader.MAX_FEATURES + 1} features, more than the 256 the columnar reader takes"
+    )

@@ -35,6 +35,10 @@ from tfx_tabular.source.mapping import Kind
 from tfx_tabular.training.forms import InputForm, present_key
 
 _DTYPES = {Kind.INT: tf.int64, Kind.FLOAT: tf.float32, Kind.BYTES: tf.int64}
+# Features at most read from columnar batches: the reader's graph has a few operations per
+# feature in each of its steps, and at thousands of features building it took longer than
+# reading the per-row records (wide tables read per row).
+MAX_FEATURES = 256
 # Records decoded together: the rows of a batch are mixed from this many records at most.
 GROUP_RECORDS = 16
 RUN_ROWS = columnar.RUN_ROWS
@@ -87,6 +91,8 @@ def unreadable(spec: dict, form: InputForm) -> Optional[str]:
                 return f"feature {name!r} has a partition columnar batches cannot give"
         elif not isinstance(entry, (tf.io.FixedLenFeature, tf.io.VarLenFeature)):
             return f"feature {name!r} has a parsing spec entry columnar batches cannot give"
+    if len(spec) > MAX_FEATURES:
+        return f"{len(spec)} features, more than the {MAX_FEATURES} the columnar reader takes"
     if not form.integers and form.strings:
         first = sorted(form.strings)[0]
         return (
