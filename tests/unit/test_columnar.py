@@ -17,7 +17,7 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tfx_tabular.coders import columnar, encoding, flatten  # noqa: E402
-from tfx_tabular.coders.pools import PooledColumns  # noqa: E402
+from tfx_tabular.coders.pools import PooledColumns, StringFingerprints  # noqa: E402
 from tfx_tabular.schemas.parsing import feature_spec  # noqa: E402
 from tfx_tabular.schemas.source import schema_of  # noqa: E402
 from tfx_tabular.source.mapping import features_of  # noqa: E402
@@ -87,9 +87,9 @@ def _records(batch, features, batch_rows: int, pieces: int) -> tuple[list, colum
     shard's read batches."""
     order = flatten.written_order(features)
     buffer = columnar.RecordBuffer(order, batch_rows)
-    records = []
+    records, fingerprints = [], StringFingerprints()
     for rows in np.array_split(np.arange(batch.num_rows), pieces):
-        pooled = PooledColumns(flatten.feature_columns(batch, features), fingerprint_strings=True)
+        pooled = PooledColumns(flatten.feature_columns(batch, features), fingerprints)
         records.extend(buffer.add(pooled, rows))
     records.extend(buffer.flush())
     layout = columnar.layout_of(order, batch_rows, {"train": batch.num_rows})

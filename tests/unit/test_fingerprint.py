@@ -70,3 +70,23 @@ def test_any_bytes_equal_tensorflow(values):
 def test_other_types_are_refused_by_name():
     with pytest.raises(TypeError, match="string or binary values, not int64"):
         fingerprints(pa.array([1, 2]))
+
+
+def test_a_threads_batches_get_their_own_dictionarys_fingerprints():
+    """StringFingerprints reuses a dictionary's hashes for the next batch only when it carries
+    the same strings: a copy of it, not one of the same length or the same bytes cut otherwise."""
+    from tfx_tabular.coders import flatten
+    from tfx_tabular.coders.pools import PooledColumns, StringFingerprints
+    from tfx_tabular.source.mapping import features_of
+
+    codes = [1, 0, None, 1, 0]
+    fingerprints = StringFingerprints()
+    for words in [["ab", "c"], ["ab", "c"], ["xy", "z"], ["x", "yz"], ["x", "yz"]]:
+        column = pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), pa.array(words))
+        batch = pa.RecordBatch.from_arrays([column], ["s"])
+        columns = flatten.feature_columns(batch, features_of(batch.schema))
+        assert columns[0][1].codes is not None  # kept dictionary-coded
+        got = PooledColumns(columns, fingerprints).fingerprints.view(np.uint64)
+        valid = [c is not None for c in codes]
+        expected = tensorflow_fingerprints([words[c].encode() for c in codes if c is not None])
+        np.testing.assert_array_equal(got[valid], expected)

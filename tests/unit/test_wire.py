@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from tfx_tabular.coders import columnar, encoding, flatten, tfrecord, wire
 from tfx_tabular.coders.fingerprint import fingerprint64
-from tfx_tabular.coders.pools import PooledColumns
+from tfx_tabular.coders.pools import PooledColumns, StringFingerprints
 from tfx_tabular.source.mapping import Kind, features_of
 
 LONG_NAME = "n" * 130  # its key's length takes two varint bytes
@@ -107,7 +107,7 @@ def test_a_columnar_record_is_a_framed_example_of_each_features_raw_values(rows,
 
     batch = _batch(rows, dictionary)
     features = flatten.written_order(features_of(SCHEMA))
-    pooled = PooledColumns(flatten.feature_columns(batch, features), fingerprint_strings=True)
+    pooled = PooledColumns(flatten.feature_columns(batch, features), StringFingerprints())
     (record,) = columnar.RecordBuffer(features, len(rows)).add(pooled, None)
     body = record.tobytes()[tfrecord.HEAD_BYTES : -tfrecord.TAIL_BYTES]
     assert record.tobytes() == _framed(body)

@@ -17,17 +17,20 @@ So a reader decodes every column with one `decode_raw` and never sees a string: 
 integers and floats only (see `tfx_tabular.training.columnar`). Features are keyed by their index
 in the layout (``columnar.json``), so no column name, however awkward, needs escaping.
 
-A split's rows are staged as each read batch comes (`RecordBuffer.add`: one gather per feature
-out of the batch's pools, `pools.PooledColumns`, which the per-row encoding has just read), and a
-record is written once `batch_rows` rows are staged; a shard's last record may be shorter.
+A split's rows are staged as each read batch comes (`RecordBuffer.add`: the scalars by one
+compiled gather per value dtype out of the batch's pools, `pools.PooledColumns`, which the
+per-row encoding has just read; lists by numpy), and a record is written once `batch_rows` rows
+are staged; a shard's last record may be shorter.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from typing import Iterator, Optional, Sequence
 
+import numba
 import numpy as np
 
 from tfx_tabular.coders import tfrecord, wire
@@ -114,13 +117,11 @@ def layout_of(features: Sequence[Feature], batch_rows: int, rows: dict) -> Colum
 
 
 @dataclasses.dataclass
-class _Column:
-    """One feature over staged rows: its values, each row's validity, and (lists) its row
-    offsets into the values."""
+class _List:
+    """A list feature over staged rows: its values and the rows' offsets into them."""
 
     values: np.ndarray
-    valid: np.ndarray  # uint8
-    offsets: Optional[np.ndarray] = None  # int64, rows + 1, the first 0
+    offsets: np.ndarray  # int64, rows + 1, the first 0
 
 
 def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -132,52 +133,57 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.repeat(starts - ends + lengths, lengths) + np.arange(total, dtype=np.int64)
 
 
-def _staged(batch: PooledColumns, f: int, kind: Kind, scalar: bool, rows: np.ndarray) -> _Column:
-    """Rows `rows` of feature `f` of a batch as a column of a record."""
-    firsts, positions, list_splits, valid = batch.rows_of
-    pool = batch.fingerprints if kind == Kind.BYTES else batch.pools[0 if kind == Kind.INT else 1]
-    present = valid[f, rows]
+@numba.njit(cache=True, nogil=True)
+def _stage_scalars(rows, at, features, fills, rows_of, pool, out, out_valid):
+    """Rows `rows` of scalar `features` into out[j, at:] (a null's slot filled with fills[j])
+    and their validity into out_valid[features[j], at:]; `pool` holds the features' values."""
+    firsts, positions, list_splits, valid = rows_of
+    for j in range(len(features)):
+        f = features[j]
+        p = positions[f]
+        for k in range(len(rows)):
+            r = rows[k]
+            present = valid[f, r]
+            if p < 0:
+                slot = firsts[f] + r
+            else:  # pooled as a list of at most one value: no value is a null
+                slot = list_splits[p, r]
+                present = present and list_splits[p, r + 1] > slot
+            out_valid[f, at + k] = present
+            out[j, at + k] = pool[slot] if present else fills[j]
+
+
+def _staged_list(batch: PooledColumns, f: int, kind: Kind, rows: np.ndarray) -> _List:
+    """Rows `rows` of list feature `f` of a batch."""
+    _, positions, list_splits, valid = batch.rows_of
     at = positions[f]
-    if at < 0:  # one slot per row
-        slots = firsts[f] + rows
-    else:
-        starts = list_splits[at, rows]
-        lengths = np.where(present, list_splits[at, rows + 1] - starts, 0)
-    if scalar:  # a null's slot filled as the per-row parse would (an all-null column has no slots)
-        if at >= 0:
-            present, slots = present & (lengths > 0), starts
-        taken = pool[np.minimum(slots, len(pool) - 1)] if len(pool) else 0
-        values = np.where(present, taken, NULL_FILL[kind])
-        return _Column(values.astype(VALUE_DTYPES[kind], copy=False), present.view(np.uint8))
+    starts = list_splits[at, rows]
+    lengths = np.where(valid[f, rows], list_splits[at, rows + 1] - starts, 0)
     offsets = np.zeros(len(rows) + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    values = pool[_ranges(starts, lengths)].astype(VALUE_DTYPES[kind], copy=False)
-    return _Column(values, present.view(np.uint8), offsets)
+    values = _pool_of(batch, kind)[_ranges(starts, lengths)]
+    return _List(values.astype(VALUE_DTYPES[kind], copy=False), offsets)
 
 
-def _joined(columns: Sequence[_Column]) -> _Column:
-    if len(columns) == 1:
-        return columns[0]
-    values = np.concatenate([c.values for c in columns])
-    valid = np.concatenate([c.valid for c in columns])
-    if columns[0].offsets is None:
-        return _Column(values, valid)
-    ends = np.cumsum([c.offsets[-1] for c in columns])
-    parts = [columns[0].offsets] + [
-        c.offsets[1:] + end for c, end in zip(columns[1:], ends[:-1], strict=True)
+def _joined(lists: Sequence[_List]) -> _List:
+    if len(lists) == 1:
+        return lists[0]
+    ends = np.cumsum([c.offsets[-1] for c in lists])
+    parts = [lists[0].offsets] + [
+        c.offsets[1:] + end for c, end in zip(lists[1:], ends[:-1], strict=True)
     ]
-    return _Column(values, valid, np.concatenate(parts))
+    return _List(np.concatenate([c.values for c in lists]), np.concatenate(parts))
 
 
-def _cut(column: _Column, start: int, stop: int) -> _Column:
-    """Rows [start, stop) of a column (views where it can)."""
-    if column.offsets is None:
-        return _Column(column.values[start:stop], column.valid[start:stop])
-    offsets = column.offsets[start : stop + 1]
-    values = column.values[offsets[0] : offsets[-1]]
-    return _Column(values, column.valid[start:stop], offsets - offsets[0])
+def _pool_of(batch: PooledColumns, kind: Kind) -> np.ndarray:
+    if kind != Kind.BYTES:
+        return batch.pools[0 if kind == Kind.INT else 1]
+    if batch.fingerprints is None:
+        raise ValueError("columnar records need the batch's string fingerprints")
+    return batch.fingerprints
 
 
+@functools.lru_cache(maxsize=4096)
 def _entry_head(key: bytes, size: int) -> bytes:
     """A feature map entry's bytes up to its one bytes value's `size` bytes: key, Feature,
     BytesList, value headers."""
@@ -211,49 +217,86 @@ def frame_record(values: Sequence[tuple[bytes, np.ndarray]]) -> np.ndarray:
 
 class RecordBuffer:
     """One split's rows waiting to become records of `batch_rows` rows, staged as they come (a
-    read batch is let go at once)."""
+    read batch is let go at once): scalars into one array per value dtype, a row per feature
+    (a compiled gather per batch), lists as their values and offsets."""
 
     def __init__(self, features: Sequence[Feature], batch_rows: int):
         self._batch_rows = batch_rows
-        self._kinds = [Kind(f.kind) for f in features]
-        self._scalars = [shape_of(f) == SCALAR for f in features]
+        kinds = [Kind(f.kind) for f in features]
+        scalars = [shape_of(f) == SCALAR for f in features]
         self._keys = [
             (values_key(i).encode(), mask_key(i).encode(), offsets_key(i).encode())
             for i in range(len(features))
         ]
-        self._pending: list[list[_Column]] = [[] for _ in features]
+        # (kind of pool, features) of the scalars staged into each dtype's array
+        self._scalar_groups = [
+            (kind, np.array([f for f, k in enumerate(kinds) if k == kind and scalars[f]], np.int64))
+            for kind in (Kind.INT, Kind.BYTES, Kind.FLOAT)
+        ]
+        self._lists = [(f, k) for f, (k, s) in enumerate(zip(kinds, scalars, strict=True)) if not s]
+        # INT and BYTES scalars share the int64 array, INT's rows first
+        self._int_rows = {Kind.INT: 0, Kind.BYTES: len(self._scalar_groups[0][1])}
+        int_scalars = self._int_rows[Kind.BYTES] + len(self._scalar_groups[1][1])
+        self._ints = np.empty((int_scalars, batch_rows), VALUE_DTYPES[Kind.INT])
+        self._floats = np.empty(
+            (len(self._scalar_groups[2][1]), batch_rows), VALUE_DTYPES[Kind.FLOAT]
+        )
+        self._valid = np.empty((len(features), batch_rows), np.uint8)
+        # where each feature is staged: ("scalar", array, row) or ("list", index in self._lists)
+        self._where: list = [("list", i) for i in range(len(features))]
+        for kind, group in self._scalar_groups:
+            out = self._floats if kind == Kind.FLOAT else self._ints
+            base = 0 if kind == Kind.FLOAT else self._int_rows[kind]
+            for j, f in enumerate(group):
+                self._where[f] = ("scalar", out, base + j)
+        for i, (f, _) in enumerate(self._lists):
+            self._where[f] = ("list", i)
+        self._pending: list[list[_List]] = [[] for _ in self._lists]
         self._rows = 0
         self.records = 0
 
     def add(self, batch: PooledColumns, rows: Optional[np.ndarray]) -> Iterator[np.ndarray]:
         """Adds rows `rows` (all when None) of `batch`; yields each record they complete."""
-        rows = np.arange(batch.rows) if rows is None else rows
-        if not len(rows):
-            return
-        for f, (kind, scalar) in enumerate(zip(self._kinds, self._scalars, strict=True)):
-            self._pending[f].append(_staged(batch, f, kind, scalar, rows))
-        self._rows += len(rows)
-        if self._rows < self._batch_rows:
-            return
-        columns = [_joined(pending) for pending in self._pending]
-        full = self._rows // self._batch_rows * self._batch_rows
-        for start in range(0, full, self._batch_rows):
-            yield self._record([_cut(c, start, start + self._batch_rows) for c in columns])
-        self._pending = [[_cut(c, full, self._rows)] for c in columns]
-        self._rows -= full
+        rows = np.arange(batch.rows) if rows is None else np.asarray(rows, np.int64)
+        done = 0
+        while done < len(rows):
+            chunk = rows[done : done + self._batch_rows - self._rows]
+            self._stage(batch, chunk)
+            done += len(chunk)
+            if self._rows == self._batch_rows:
+                yield self._record()
 
     def flush(self) -> Iterator[np.ndarray]:
         """The last, shorter record, if rows are left."""
         if self._rows:
-            columns = [_joined(pending) for pending in self._pending]
-            self._pending, self._rows = [[] for _ in self._kinds], 0
-            yield self._record(columns)
+            yield self._record()
 
-    def _record(self, columns: Sequence[_Column]) -> np.ndarray:
+    def _stage(self, batch: PooledColumns, rows: np.ndarray) -> None:
+        for kind, group in self._scalar_groups:
+            if not len(group):
+                continue
+            out = self._floats if kind == Kind.FLOAT else self._ints[self._int_rows[kind] :]
+            fills = np.full(len(group), NULL_FILL[kind], out.dtype)
+            pool = _pool_of(batch, kind).astype(out.dtype, copy=False)
+            _stage_scalars(rows, self._rows, group, fills, batch.rows_of, pool, out, self._valid)
+        valid = batch.rows_of[3]
+        for i, (f, kind) in enumerate(self._lists):
+            self._valid[f, self._rows : self._rows + len(rows)] = valid[f, rows]
+            self._pending[i].append(_staged_list(batch, f, kind, rows))
+        self._rows += len(rows)
+
+    def _record(self) -> np.ndarray:
+        rows, self._rows = self._rows, 0
+        bits = np.packbits(self._valid[:, :rows], axis=1, bitorder="little")
+        lists = [_joined(pending) for pending in self._pending]
+        self._pending = [[] for _ in self._lists]
         values = []
-        for (v, m, o), column in zip(self._keys, columns, strict=True):
-            values += [(v, column.values), (m, np.packbits(column.valid, bitorder="little"))]
-            if column.offsets is not None:
-                values.append((o, column.offsets))
+        for f, (v, m, o) in enumerate(self._keys):
+            where = self._where[f]
+            if where[0] == "scalar":
+                values += [(v, where[1][where[2], :rows]), (m, bits[f])]
+            else:
+                column = lists[where[1]]
+                values += [(v, column.values), (m, bits[f]), (o, column.offsets)]
         self.records += 1
         return frame_record(values)

@@ -176,12 +176,30 @@ def fingerprint64(data, start, end):
 
 
 @_jit
+def fingerprints_into(offsets, data, out):
+    """`Fingerprint64` of each value of a string/binary buffer pair (n + 1 offsets) into out."""
+    for i in range(len(offsets) - 1):
+        out[i] = fingerprint64(data, np.int64(offsets[i]), np.int64(offsets[i + 1]))
+
+
+@_jit
 def fingerprints_of(offsets, data):
     """`Fingerprint64` of each value of a string/binary buffer pair (n + 1 offsets)."""
     out = np.empty(len(offsets) - 1, np.uint64)
-    for i in range(len(out)):
-        out[i] = fingerprint64(data, np.int64(offsets[i]), np.int64(offsets[i + 1]))
+    fingerprints_into(offsets, data, out)
     return out
+
+
+@_jit
+def take_codes(hashed, codes, out):
+    """out[i] = hashed[codes[i]], a dictionary's fingerprints by value; a code outside the
+    dictionary (a null slot's arbitrary one) takes the last's."""
+    last = len(hashed) - 1
+    if last < 0:  # an empty dictionary: every slot a null
+        out[:] = 0
+        return
+    for i in range(len(codes)):
+        out[i] = hashed[min(max(np.int64(codes[i]), 0), last)]
 
 
 def fingerprints(values: pa.Array) -> np.ndarray:

@@ -1,7 +1,8 @@
 """A batch's features as the compiled writers read them (`PooledColumns`): each kind's values
 laid end to end (`ValuePools`) and where each feature's rows are in them. The per-row encoder
 (`encoding`), the columnar records (`columnar`) and the statistics' scalar blocks read one
-batch's pools, built once.
+batch's pools, built once; for the columnar records, with every string's fingerprint
+(`StringFingerprints`).
 """
 
 from __future__ import annotations
@@ -11,32 +12,56 @@ from typing import Optional, Sequence
 import numpy as np
 
 from tfx_tabular.coders import wire
-from tfx_tabular.coders.fingerprint import fingerprints_of
+from tfx_tabular.coders.fingerprint import fingerprints_into, fingerprints_of, take_codes
 from tfx_tabular.coders.flatten import FeatureValues
 from tfx_tabular.source.mapping import Feature, Kind
 
 
-def _fingerprints(fv: FeatureValues) -> np.ndarray:
-    """Fingerprint64 of a BYTES feature's values (a dictionary's strings hashed once each)."""
-    hashed = fingerprints_of(fv.values, fv.data)
-    if fv.codes is None:
+def _string_count(fv: FeatureValues) -> int:
+    return len(fv.codes) if fv.codes is not None else len(fv.values) - 1
+
+
+class StringFingerprints:
+    """Fingerprint64 of a batch's BYTES values in the string pool's order (`pool`), for the
+    columnar records. A dictionary's strings are hashed once each, and once per run of batches
+    that carry the same dictionary: a row group read in several batches gives each a copy of it,
+    which is compared with the last one (exact bytes) instead of hashed again. One per thread."""
+
+    def __init__(self):
+        self._last: dict[int, tuple] = {}  # feature position: (offsets, data, fingerprints)
+
+    def pool(self, ordered: Sequence[tuple[Feature, FeatureValues]]) -> np.ndarray:
+        strings = [(f, fv) for f, (feature, fv) in enumerate(ordered) if feature.kind == Kind.BYTES]
+        out = np.empty(sum(_string_count(fv) for _, fv in strings), np.uint64)
+        at = 0
+        for f, fv in strings:
+            part = out[at : at + _string_count(fv)]
+            if fv.codes is None:
+                fingerprints_into(fv.values, fv.data, part)
+            else:
+                take_codes(self._dictionary(f, fv), fv.codes, part)
+            at += len(part)
+        return out.view(np.int64)
+
+    def _dictionary(self, f: int, fv: FeatureValues) -> np.ndarray:
+        last = self._last.get(f)
+        if (
+            last is not None
+            and np.array_equal(last[0], fv.values)
+            and np.array_equal(last[1], fv.data)
+        ):
+            return last[2]
+        hashed = fingerprints_of(fv.values, fv.data)
+        self._last[f] = (fv.values, fv.data, hashed)
         return hashed
-    # "clip": null slots hold arbitrary codes (their values are never written)
-    return (
-        np.take(hashed, fv.codes, mode="clip")
-        if len(hashed)
-        else np.zeros(len(fv.codes), np.uint64)
-    )
 
 
 class ValuePools:
     """Each kind's values laid end to end, as the serializer reads them: INT and FLOAT values,
     and for BYTES each string's [start, end) in the pooled data."""
 
-    def __init__(self, fingerprint_strings: bool = False):
+    def __init__(self):
         self._values = {Kind.INT: [], Kind.FLOAT: []}
-        # Each string's Fingerprint64, in pool order (None: not asked for).
-        self._fingerprints: Optional[list] = [] if fingerprint_strings else None
         self._starts, self._ends, self._data = [], [], []
         self.sizes = {Kind.INT: 0, Kind.FLOAT: 0, Kind.BYTES: 0}
         self._data_size = 0
@@ -44,8 +69,6 @@ class ValuePools:
     def add(self, kind: Kind, fv: FeatureValues) -> int:
         """Adds a feature's values; returns the pool index of its first one."""
         if kind == Kind.BYTES:
-            if self._fingerprints is not None:
-                self._fingerprints.append(_fingerprints(fv))
             if fv.codes is None:
                 return self.add_strings(fv.data, fv.values[:-1], fv.values[1:])
             # "clip": null slots hold arbitrary codes (their values are never written)
@@ -68,13 +91,6 @@ class ValuePools:
         self._data_size += len(data)
         self.sizes[Kind.BYTES] += len(starts)
         return base
-
-    def fingerprints(self) -> Optional[np.ndarray]:
-        """Each pooled string's Fingerprint64 as int64, if asked for."""
-        if self._fingerprints is None:
-            return None
-        parts = self._fingerprints
-        return np.concatenate(parts).view(np.int64) if parts else np.zeros(0, np.int64)
 
     def arrays(self) -> tuple:
         """(ints, floats, string starts, string ends, data), the serializer's arguments."""
@@ -101,7 +117,9 @@ class PooledColumns:
     rows asked: at thousands of columns the whole batch's splits outweighed its values."""
 
     def __init__(
-        self, ordered: Sequence[tuple[Feature, FeatureValues]], fingerprint_strings: bool = False
+        self,
+        ordered: Sequence[tuple[Feature, FeatureValues]],
+        fingerprints: Optional[StringFingerprints] = None,
     ):
         rows = len(ordered[0][1].valid) if ordered else 0
         self.kinds = np.array([int(f.kind) for f, _ in ordered], dtype=np.int64)
@@ -113,7 +131,7 @@ class PooledColumns:
         lists = [i for i, (_, fv) in enumerate(ordered) if not fv.slots]
         self._list_position[lists] = np.arange(len(lists))
         self._list_splits = np.empty((len(lists), rows + 1), dtype=np.int64)
-        pools = ValuePools(fingerprint_strings)
+        pools = ValuePools()
         for i, (f, fv) in enumerate(ordered):
             self.valid[i] = fv.valid
             first = pools.add(f.kind, fv)
@@ -124,7 +142,8 @@ class PooledColumns:
                 np.add(fv.row_splits, first, out=self._list_splits[at])
                 self.firsts[i] = self._list_splits[at, 0]
         self.pools = pools.arrays()
-        self.fingerprints = pools.fingerprints()  # columnar records' strings; None: not asked
+        # columnar records' strings; None: not asked
+        self.fingerprints = fingerprints.pool(ordered) if fingerprints is not None else None
 
     @property
     def rows(self) -> int:

@@ -27,7 +27,7 @@ from apache_beam.metrics import Metrics
 
 from tfx_tabular import statistics
 from tfx_tabular.coders import columnar, encoding, flatten
-from tfx_tabular.coders.pools import PooledColumns
+from tfx_tabular.coders.pools import PooledColumns, StringFingerprints
 from tfx_tabular.conversion import allocator
 from tfx_tabular.conversion.plan import (
     OutputOptions,
@@ -345,6 +345,7 @@ class ConvertShard(beam.DoFn):
         rows = np.zeros(len(writers), dtype=np.int64)
         non_finite = np.zeros((len(self._written_names), 3), np.int64)
         progress = _ShardProgress(self._temp_dir, shard_index)
+        fingerprints = StringFingerprints() if columnar_writers else None
         for file_index, row_groups in self._shards[shard_index]:
             info = self._dataset.files[file_index]
             if (
@@ -365,7 +366,7 @@ class ConvertShard(beam.DoFn):
                     columns = flatten.feature_columns(batch, self._features)
                 except flatten.ConversionError as e:
                     raise ColumnError(f"{info.path}: {e}") from None
-                pooled = PooledColumns(columns, fingerprint_strings=bool(columnar_writers))
+                pooled = PooledColumns(columns, fingerprints)
                 split_ids = self._write_batch(writers, rows, batch, pooled, info.relative, step)
                 batches.add(pooled, split_ids)
                 pooled.count_non_finite(non_finite)

@@ -41,8 +41,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from numba.core import event
 
-from tfx_tabular.coders import columnar, encoding, fingerprint, flatten, tfrecord, wire
-from tfx_tabular.coders.pools import PooledColumns
+from tfx_tabular.coders import columnar, encoding, fingerprint, flatten, pools, tfrecord, wire
 from tfx_tabular.source.dataset import Dataset, open_dataset
 from tfx_tabular.source.mapping import features_of
 from tfx_tabular.source.reading import read_batches
@@ -71,6 +70,7 @@ KERNEL_MODULES = (
     wire,
     tfrecord,
     encoding,
+    columnar,
     batch_values,
     accumulators,
     histograms,
@@ -158,11 +158,12 @@ def _convert_file(dataset: Dataset, info, splits: list, key_features) -> None:
     records (several read batches to a record), count statistics."""
     order = flatten.written_order(dataset.features)
     records = columnar.RecordBuffer(order, COLUMNAR_ROWS)
+    fingerprints = pools.StringFingerprints()
     for batch in read_batches(
         dataset, info, range(len(info.row_group_rows)), ROWS, string_dictionaries=True
     ):
         columns = flatten.feature_columns(batch, dataset.features)
-        pooled = PooledColumns(columns, fingerprint_strings=True)
+        pooled = pools.PooledColumns(columns, fingerprints)
         split_ids = []
         for start in range(0, batch.num_rows, ENCODE_ROWS):
             stop = min(start + ENCODE_ROWS, batch.num_rows)
