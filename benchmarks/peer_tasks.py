@@ -60,12 +60,13 @@ def _rows(batch) -> int:
     return int(label.shape[0]) if hasattr(label, "shape") else len(label)
 
 
-def measure(batches, examples: int) -> dict:
-    """Examples/s of wall and per CPU-second over at least `examples` examples of `batches`
-    (an iterator of (features, label)), after a first batch of warm-up."""
+def measure(batches, examples: int, least_examples: int, seconds: float) -> dict:
+    """Examples/s of wall and per CPU-second over `examples` examples of `batches` (an iterator
+    of (features, label)) or those read in `seconds`, but at least `least_examples`, after a
+    first batch of warm-up."""
     _rows(next(batches))
     cpu, start, read = tree_cpu_seconds(), time.perf_counter(), 0
-    while read < examples:
+    while read < least_examples or (read < examples and time.perf_counter() - start < seconds):
         read += _rows(next(batches))
     seconds, cpu = time.perf_counter() - start, tree_cpu_seconds() - cpu
     return {
@@ -87,14 +88,15 @@ def _columns(batch) -> dict:
 
 
 def task(peer: str, parquet_dir: str, examples_dir: str, reference_dir: str, batch_size: int,
-         examples: int, scratch: str, note: str = "") -> dict:  # fmt: skip
+         examples: int, least_examples: int, seconds: float, scratch: str,
+         note: str = "") -> dict:  # fmt: skip
     """One measured run of `peer` (a key of LOADERS) and its sample's verdict; `parquet_dir`
     is what it reads (the original or a null-filled copy), `reference_dir` the original;
     `scratch` a folder for the loader's own files, which the parent removes."""
     try:
         source = examples_dir if peer in ON_EXAMPLES else parquet_dir
         batches = iter(LOADERS[peer](source, batch_size, scratch))
-        result = measure(batches, examples)
+        result = measure(batches, examples, least_examples, seconds)
         if peer == "ours":
             columns, strings_as = _ours_columns(next(batches)), _fingerprint
         else:

@@ -29,9 +29,13 @@ from benchmarks.harness import Context
 from benchmarks.results import Recorder
 
 BATCHES = (4096, 65_536)
-# Each run reads this many examples after its warm-up batch: 64 batches of 4,096, 4 of 65,536
-# (repeating the data where it holds fewer rows).
-EXAMPLES = 262_144
+# Each run reads this many examples after its warm-up batch (two epochs of the main data,
+# repeated where it holds fewer rows), or as many as it reads in SECONDS, but at least
+# LEAST_EXAMPLES: a window much shorter than a fast loader's read-ahead counts CPU it spent on
+# batches never taken.
+EXAMPLES = 2_097_152
+LEAST_EXAMPLES = 262_144
+SECONDS = 20
 # A run still going after this long is stopped (one hung for good once it had failed).
 TIMEOUT = 600
 ENVS = Path(__file__).resolve().parent / "peer_envs"
@@ -124,7 +128,8 @@ def _attempt_in(ctx: Context, peer: str, batch_size: int, data: dict, refused: d
     remembering it in `refused`, so later runs of the peer go to the copy at once); if both
     fail (or the environment cannot be made), the reason in one line."""
     params = {"peer": peer, "examples_dir": data["examples"], "reference_dir": data["parquet"],
-              "batch_size": batch_size, "examples": EXAMPLES, "scratch": data["scratch"]}  # fmt: skip
+              "batch_size": batch_size, "examples": EXAMPLES, "least_examples": LEAST_EXAMPLES,
+              "seconds": SECONDS, "scratch": data["scratch"]}  # fmt: skip
     name = f"peers-{peer}-{batch_size}-{data['repeat']}"
     try:
         start = _start(peer)

@@ -58,3 +58,17 @@ def test_the_trainer_spec_parameters_build_the_training_config_by_name():
     # The spec's model_fn is an import path: loading it is the caller's part.
     with pytest.raises(TypeError, match="model_fn must be a function"):
         TrainingConfig.from_parameters(params, steps_per_epoch=5)
+
+
+def test_the_reference_model_takes_integers_unless_its_spec_is_read_per_row_for_its_width():
+    from tfx_tabular.training.config import EXACT, INTEGERS
+
+    def config(**kwargs):
+        return TrainingConfig(batch_size=8, steps_per_epoch=1, epochs=1, learning_rate=1e-3,
+                              mixed_precision=False, **kwargs)  # fmt: skip
+
+    assert config().input_form_for(None) == INTEGERS
+    assert config().input_form_for(None, columnar_width=False) == EXACT
+    assert config(model_fn=lambda *a: None).input_form_for(None) == EXACT
+    assert config().input_form_for(object()) == EXACT  # a Transform graph
+    assert config(input_form=INTEGERS).input_form_for(None, columnar_width=False) == INTEGERS

@@ -32,6 +32,7 @@ import tensorflow as tf
 
 from tfx_tabular.coders import columnar
 from tfx_tabular.source.mapping import Kind
+from tfx_tabular.training.categorical import fingerprint_strings
 from tfx_tabular.training.forms import InputForm, present_key
 
 _DTYPES = {Kind.INT: tf.int64, Kind.FLOAT: tf.float32, Kind.BYTES: tf.int64}
@@ -296,10 +297,14 @@ def _ragged(part: dict) -> tf.RaggedTensor:
 
 
 def _rows(rows: dict) -> tf.Tensor:
-    """How many rows a group's (or a cut's) features hold."""
+    """How many rows a group's, a cut's or a batch's features hold (lists as values and row
+    splits, or ragged)."""
     if rows["values"]:
         return tf.shape(next(iter(rows["values"].values())), out_type=tf.int64)[0]
-    return tf.shape(next(iter(rows["lists"].values()))["splits"], out_type=tf.int64)[0] - 1
+    first = next(iter(rows["lists"].values()))
+    if isinstance(first, tf.RaggedTensor):
+        return first.nrows()
+    return tf.shape(first["splits"], out_type=tf.int64)[0] - 1
 
 
 def _joined(a: dict, b: dict) -> dict:
@@ -385,18 +390,11 @@ def _cut(groups: tf.data.Dataset, batch_size: int, keep_last: bool) -> tf.data.D
         return (_taken(rows, tail_end, total), emitted), out
 
     def batches_of(out):
-        tail = tf.data.Dataset.from_tensors(out["tail"]).filter(lambda t: _rows_in(t) > 0)
+        tail = tf.data.Dataset.from_tensors(out["tail"]).filter(lambda t: _rows(t) > 0)
         return tf.data.Dataset.from_tensor_slices(out["whole"]).concatenate(tail)
 
     initial = (_empty(spec), tf.constant(0, tf.int64))
     return tagged.scan(initial, step).flat_map(batches_of)
-
-
-def _rows_in(batch: dict) -> tf.Tensor:
-    """Rows of a batch (lists ragged)."""
-    if batch["values"]:
-        return tf.shape(next(iter(batch["values"].values())), out_type=tf.int64)[0]
-    return next(iter(batch["lists"].values())).nrows()
 
 
 def _joined_splits(offsets: tf.Tensor, values: tf.Tensor, item_bytes: int) -> tf.Tensor:
@@ -452,8 +450,6 @@ def _dense(name: str, rows: tf.RaggedTensor, entry: tf.io.FixedLenFeature) -> tf
     else:
         default = tf.reshape(tf.constant(default, entry.dtype), [-1])[0]
         if entry.dtype == tf.string:  # the integer form: a string default's fingerprint
-            from tfx_tabular.training.categorical import fingerprint_strings
-
             default = fingerprint_strings(default)
     with tf.control_dependencies([check]):
         dense = rows.to_tensor(default_value=default, shape=[None, size])

@@ -50,7 +50,8 @@ class TrainingConfig:
     data_service: Optional[str] = None
     # input_fn's: read the Examples' columnar batches when they have them (False: per row).
     columnar_batches: bool = True
-    # input_fn's; None: integers for the reference model, exact for model_fn or a Transform graph.
+    # input_fn's; None: integers for the reference model where the columnar reader takes the
+    # spec, else exact (model_fn, a Transform graph, a spec read per row for its width).
     input_form: Optional[str] = None
     seed: int = 0
     strategy: Optional[tf.distribute.Strategy] = None
@@ -62,11 +63,15 @@ class TrainingConfig:
         if self.model_fn is not None and not callable(self.model_fn):
             raise TypeError(f"model_fn must be a function, not {self.model_fn!r}")
 
-    def input_form_for(self, transform_output) -> str:
-        """The input form the model gets: `input_form`, or its default."""
+    def input_form_for(self, transform_output, columnar_width: bool = True) -> str:
+        """The input form the model gets: `input_form`, or its default. `columnar_width`: the
+        spec has no more features than the columnar reader takes (a wider one is read per row,
+        where turning the parse into integers only adds work, much of it at thousands of
+        features)."""
         if self.input_form is not None:
             return self.input_form
-        return INTEGERS if self.model_fn is None and transform_output is None else EXACT
+        reference = self.model_fn is None and transform_output is None
+        return INTEGERS if reference and columnar_width else EXACT
 
     @property
     def total_steps(self) -> int:

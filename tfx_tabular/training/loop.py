@@ -34,6 +34,7 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 
 from tfx_tabular.schemas.infer import label_of
 from tfx_tabular.schemas.parsing import feature_spec
+from tfx_tabular.training.columnar import MAX_FEATURES
 from tfx_tabular.training.config import TrainingConfig
 from tfx_tabular.training.export import export_serving_model
 from tfx_tabular.training.input_fn import input_fn
@@ -489,7 +490,9 @@ class _Inputs:
                 training=training,
                 cache=self.config.cache if training else None,
                 columnar_batches=self.config.columnar_batches,
-                input_form=self.config.input_form_for(self.transform_output),
+                input_form=self.config.input_form_for(
+                    self.transform_output, len(feature_spec(self.schema)) <= MAX_FEATURES
+                ),
                 seed=seed,
                 input_context=ctx,
                 transform_output=self.transform_output,
