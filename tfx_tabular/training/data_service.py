@@ -69,6 +69,10 @@ def distribute(dataset: tf.data.Dataset, address: str, job_name: Optional[str]) 
             processing_mode=tf.data.experimental.service.ShardingPolicy.DYNAMIC,
             service=f"{_PROTOCOL}://{check_dispatcher(address)}",
             job_name=job_name,
+            # Uncompressed: decompressing is most of what receiving costs the trainer, whose CPU
+            # is what the service is there to free (and fingerprints, random 64-bit values,
+            # hardly compress).
+            compression=None,
         )
     )
 
