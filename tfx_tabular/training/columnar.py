@@ -201,13 +201,14 @@ class GroupDecoder:
 
     def _decoded(self, raw: dict, rows: tf.Tensor, full: bool) -> dict:
         values, present, lists = {}, {}, {}
+        aligned = full and self.batch_rows % 8 == 0
+        positions = None if aligned or not self._masked else _bit_positions(rows)
         for name in self.needed:
             i = self._index[name]
             scalar = self._scalar[name]
             flat = _flat(raw[columnar.values_key(i)], _DTYPES[self._kinds[name]], full and scalar)
             if name in self._masked:
-                aligned = full and self.batch_rows % 8 == 0
-                present[name] = _bits(raw[columnar.mask_key(i)], rows, aligned)
+                present[name] = _bits(raw[columnar.mask_key(i)], positions)
             if scalar:
                 values[name] = flat
                 continue
@@ -275,18 +276,23 @@ class GroupDecoder:
         return out
 
 
-def _bits(strings: tf.Tensor, rows: tf.Tensor, aligned: bool) -> tf.Tensor:
+def _bits(strings: tf.Tensor, positions: Optional[tf.Tensor]) -> tf.Tensor:
     """A group's validity bits (one bit a row, little-endian, each record's bytes padded to a
-    whole byte) as bools, record after record; `aligned`: every record's rows fill its bytes."""
-    packed = _flat(strings, tf.uint8, aligned)
+    whole byte) as bools, record after record: all of them when every record's rows fill its
+    bytes (`positions` None), else those at `positions` (`_bit_positions`)."""
+    packed = _flat(strings, tf.uint8, positions is None)
     shifts = tf.constant(list(range(8)), tf.uint8)
     bits = tf.bitwise.bitwise_and(tf.bitwise.right_shift(packed[:, None], shifts), 1)
     bits = tf.cast(tf.reshape(bits, [-1]), tf.bool)
-    if aligned:
-        return bits
-    # Each record's padding bits dropped.
-    within = tf.ragged.range(8 * ((rows + 7) // 8))
-    return tf.boolean_mask(bits, (within < rows[:, None]).flat_values)
+    return bits if positions is None else tf.gather(bits, positions)
+
+
+def _bit_positions(rows: tf.Tensor) -> tf.Tensor:
+    """Where each row's bit is among a group's unpacked validity bits, records holding `rows`
+    rows each (each record's padding bits skipped); computed once for all the group's masks."""
+    padded = 8 * ((rows + 7) // 8)
+    skipped = tf.cumsum(padded, exclusive=True) - tf.cumsum(rows, exclusive=True)
+    return tf.repeat(skipped, rows) + tf.range(tf.reduce_sum(rows))
 
 
 def _ragged(part: dict) -> tf.RaggedTensor:
