@@ -44,3 +44,8 @@ def text(x) -> str:
 def score(x: float) -> str:
     """A metric between 0 and 1 (AUC): 0.953."""
     return f"{x:.3f}"
+
+
+def cores(x: float) -> str:
+    """CPU cores needed: 0.4, 13."""
+    return f"{x:.1f}" if x < 10 else f"{x:,.0f}"

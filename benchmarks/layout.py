@@ -187,6 +187,15 @@ def _equality(c: Configuration, _: Section) -> str:
 
 BEST_PEER = "the best peer loader at batch 4,096"
 
+# What one A100 consumes, top of NVIDIA's published ranges for its TensorFlow 2 examples
+# (DeepLearningExamples' READMEs): Wide & Deep 1.6–2.0M examples/s, DLRM 2.8–4.6M.
+A100_RATES = {"Wide & Deep": 2.0e6, "DLRM": 4.6e6}
+
+
+def _cores_for(model: str) -> Callable[[Configuration, Section], float]:
+    """The trainer's input cores an A100 training `model` needs at this row's CPU per example."""
+    return lambda c, _: c.trainer_cpu_per_million_examples / 1e6 * A100_RATES[model]
+
 
 def _derive_peers(s: Section) -> None:
     """README's baseline: the best peer per CPU-second at batch 4,096."""
@@ -330,6 +339,11 @@ LAYOUTS = [
             NAME, EPS, Column("Trainer CPU s per 1M examples",
                               "trainer_cpu_per_million_examples", formats.seconds),
             Column("Trainer CPU vs in-process", t.service_cpu_share, formats.percent)]),
+        Table("Input cores per A100, on paper", named(*(data_service.label(w, p)
+                                                       for p in data_service.PATHS
+                                                       for w in data_service.WHERE)), [
+            NAME, *(Column(f"Trainer cores, {model} ({rate / 1e6:.1f}M/s)", _cores_for(model),
+                           formats.cores) for model, rate in A100_RATES.items())]),
     ]),
     Layout("memory_cap", "Larger than memory: conversion and input_fn under a memory cap", [
         Table("", starting("convert", "input_fn"), [
