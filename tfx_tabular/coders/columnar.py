@@ -243,7 +243,7 @@ class RecordBuffer:
         )
         self._valid = np.empty((len(features), batch_rows), np.uint8)
         # where each feature is staged: ("scalar", array, row) or ("list", index in self._lists)
-        self._where: list = [("list", i) for i in range(len(features))]
+        self._where: list = [None] * len(features)
         for kind, group in self._scalar_groups:
             out = self._floats if kind == Kind.FLOAT else self._ints
             base = 0 if kind == Kind.FLOAT else self._int_rows[kind]
