@@ -80,6 +80,7 @@ def _train_step_ops(model, features, labels) -> tuple[int, float]:
     return len(traced.graph.get_operations()), float(step(features, labels))
 
 
+@pytest.mark.slow  # traces a 1,050-feature train step: in `make test`, not `make test-fast`
 def test_a_thousand_feature_schema_builds_a_small_model_that_trains_a_step():
     """Ten times the features: the same weights and layers, and a train step whose graph grows
     by a few operations per feature (each feature's input, gathered once per group)."""
