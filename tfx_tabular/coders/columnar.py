@@ -134,8 +134,8 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(cache=True, nogil=True)
-def _stage_scalars(rows, at, features, fills, rows_of, pool, out, out_valid):
-    """Rows `rows` of scalar `features` into out[j, at:] (a null's slot filled with fills[j])
+def _stage_scalars(rows, at, features, fill, rows_of, pool, out, out_valid):
+    """Rows `rows` of scalar `features` into out[j, at:] (a null's slot filled with `fill`)
     and their validity into out_valid[features[j], at:]; `pool` holds the features' values."""
     firsts, positions, list_splits, valid = rows_of
     for j in range(len(features)):
@@ -150,7 +150,7 @@ def _stage_scalars(rows, at, features, fills, rows_of, pool, out, out_valid):
                 slot = list_splits[p, r]
                 present = present and list_splits[p, r + 1] > slot
             out_valid[f, at + k] = present
-            out[j, at + k] = pool[slot] if present else fills[j]
+            out[j, at + k] = pool[slot] if present else fill
 
 
 def _staged_list(batch: PooledColumns, f: int, kind: Kind, rows: np.ndarray) -> _List:
@@ -276,9 +276,9 @@ class RecordBuffer:
             if not len(group):
                 continue
             out = self._floats if kind == Kind.FLOAT else self._ints[self._int_rows[kind] :]
-            fills = np.full(len(group), NULL_FILL[kind], out.dtype)
+            fill = out.dtype.type(NULL_FILL[kind])
             pool = _pool_of(batch, kind).astype(out.dtype, copy=False)
-            _stage_scalars(rows, self._rows, group, fills, batch.rows_of, pool, out, self._valid)
+            _stage_scalars(rows, self._rows, group, fill, batch.rows_of, pool, out, self._valid)
         valid = batch.rows_of[3]
         for i, (f, kind) in enumerate(self._lists):
             self._valid[f, self._rows : self._rows + len(rows)] = valid[f, rows]

@@ -479,6 +479,9 @@ class _Inputs:
         # The train split through the tf.data service, if asked: evaluation stays here (it
         # reads its split again at every epoch's end, each time a job of its own would start).
         service = self.config.data_service if training else None
+        form = self.config.input_form_for(
+            self.transform_output, len(feature_spec(self.schema)) <= MAX_FEATURES
+        )
 
         def make(ctx: tf.distribute.InputContext):
             encode = self.task.label_encoder(self.label)
@@ -490,9 +493,7 @@ class _Inputs:
                 training=training,
                 cache=self.config.cache if training else None,
                 columnar_batches=self.config.columnar_batches,
-                input_form=self.config.input_form_for(
-                    self.transform_output, len(feature_spec(self.schema)) <= MAX_FEATURES
-                ),
+                input_form=form,
                 seed=seed,
                 input_context=ctx,
                 transform_output=self.transform_output,
