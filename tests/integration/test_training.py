@@ -338,6 +338,23 @@ def test_input_fn_logs_which_records_it_reads_and_why(examples, caplog, shards, 
     assert re.search(f"input_fn reads {expected}", caplog.text), caplog.text
 
 
+@pytest.mark.parametrize("columnar_batches, kept", [(True, [True]), (False, [])])
+def test_input_fn_reading_columnar_batches_has_glibc_keep_freed_buffers(
+    examples, monkeypatch, columnar_batches, kept
+):
+    from tfx_tabular.runners import allocator
+
+    asked, reuse = [], allocator.reuse_freed_memory
+    monkeypatch.setattr(
+        allocator, "reuse_freed_memory", lambda kept_bytes: asked.append(reuse(kept_bytes))
+    )
+    out, schema_path = examples
+    files = sorted(tf.io.gfile.glob(os.path.join(out, "Split-eval", "*")))
+    read = {"columnar_batches": columnar_batches, "input_form": "integers"}
+    input_fn(files, schema_path, 512, training=False, **read)
+    assert asked == kept  # and glibc took the settings
+
+
 def _fit_and_score(train: str, eval_pattern: str, schema, columnar_batches: bool) -> dict:
     """The reference model fitted for two epochs on `train` read with or without columnar
     batches, then scored on the per-row eval split: {"auc", "loss"}."""

@@ -233,7 +233,6 @@ MODULE_ORDER = {
         "precompile",
     ],
     "conversion": [
-        "allocator",
         "source_metadata",
         "columns",
         "plan",

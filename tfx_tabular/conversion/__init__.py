@@ -4,12 +4,11 @@ Beam PTransform that writes a staging folder), `staging` (a run's own staging fo
 exclusive publish claim, the abandoned-run sweep), `publish` (check, claim, move),
 `source_metadata` (the artifact's side file that publish writes: the source's schema and footer
 statistics), `convert` (the whole run, for the CLI and the ExampleGen executor), `peek` (the
-first records, for `head`), `columns` (a source's column names, and the CLI's check of the names
-its flags give) and `allocator` (glibc told to keep freed batch buffers).
+first records, for `head`), and `columns` (a source's column names, and the CLI's check of the
+names its flags give).
 """
 
 __all__ = [
-    "allocator",
     "columns",
     "convert",
     "peek",

@@ -16,12 +16,12 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from tfx_tabular.conversion import allocator, transform
+from tfx_tabular.conversion import transform
 from tfx_tabular.conversion.plan import OutputOptions, Splits, sized_for
 from tfx_tabular.conversion.publish import ConversionResult, publish
 from tfx_tabular.conversion.staging import PUBLISHED_MARKER, Staging
 from tfx_tabular.conversion.transform import WriteExamples, watching
-from tfx_tabular.runners import interrupts
+from tfx_tabular.runners import allocator, interrupts
 from tfx_tabular.runners.progress import QUIET_VARIABLE
 from tfx_tabular.runners.workers import check_sdk_workers
 from tfx_tabular.source.dataset import Dataset

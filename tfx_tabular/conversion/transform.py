@@ -28,7 +28,6 @@ from apache_beam.metrics import Metrics
 from tfx_tabular import statistics
 from tfx_tabular.coders import columnar, encoding, flatten
 from tfx_tabular.coders.pools import PooledColumns, StringFingerprints
-from tfx_tabular.conversion import allocator
 from tfx_tabular.conversion.plan import (
     OutputOptions,
     Splits,
@@ -36,6 +35,7 @@ from tfx_tabular.conversion.plan import (
     plan_shards,
     shard_name,
 )
+from tfx_tabular.runners import allocator
 from tfx_tabular.source.dataset import Dataset
 from tfx_tabular.source.errors import ColumnError, InputError
 from tfx_tabular.source.files import ParquetFileInfo

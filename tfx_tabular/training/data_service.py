@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Optional
 
+from tfx_tabular.runners import allocator
+
 if TYPE_CHECKING:  # TensorFlow is imported where a server or dataset is made: the CLI's parser
     import tensorflow as tf  # and its errors read this module's names without it
 
@@ -97,6 +99,7 @@ def start_worker(
     is the name trainers reach it by (a pod's or VM's address, not localhost, across machines)."""
     import tensorflow as tf
 
+    allocator.reuse_freed_memory(allocator.INPUT_KEPT_BYTES)  # it decodes the trainer's input
     config = tf.data.experimental.service.WorkerConfig(
         dispatcher_address=check_dispatcher(dispatcher),
         worker_address=f"{host}:%port%",

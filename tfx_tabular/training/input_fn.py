@@ -24,6 +24,7 @@ import tensorflow as tf
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from tfx_tabular import schemas
+from tfx_tabular.runners import allocator
 from tfx_tabular.schemas.infer import label_of
 from tfx_tabular.schemas.parsing import feature_spec
 from tfx_tabular.training import columnar, forms
@@ -258,6 +259,8 @@ def input_fn(
     shard_records = config.workers > 1 and len(files) < config.workers
     ordered = config.deterministic or not config.training or shard_records
     if payload is not None:
+        if not config.data_service:  # else the service's workers decode (and keep buffers)
+            allocator.reuse_freed_memory(allocator.INPUT_KEPT_BYTES)
         decoder = columnar.GroupDecoder(payload.layout, spec, form)
         records = _records(files, config, ordered)
         parsed = columnar.batches(
