@@ -153,6 +153,26 @@ def _targets(report: Report) -> list[str]:
     return ["## Targets", "", markdown_table(headers, rows, "llrrll"), ""]
 
 
+def remeasured(run: dict) -> list[str]:
+    """What later `--only ... --merge` runs measured again (their rows replaced the first run's),
+    as paragraph lines: each run's sections, start, code, duration and contention."""
+    lines = []
+    for later in run.get("remeasured", []):
+        contention = later["calibration"]["contention"]
+        names = ", ".join(f"`{name}`" for name in later["sections"])
+        lines += [
+            _fill(
+                f"Measured again by a later run (`--only ... --merge`) on {later['started_utc']}, "
+                f"on {later['code']}, in {later['elapsed_seconds'] / 60:.1f} min (other "
+                f"processes used {formats.share(contention['other'])} of the CPU): {names}. "
+                "Their rows replace the first run's; figures compared within a section come "
+                "from one run."
+            ),
+            "",
+        ]
+    return lines
+
+
 def markdown(report: Report, png: str) -> str:
     command = report.run["command"]
     lines = [
@@ -163,6 +183,7 @@ def markdown(report: Report, png: str) -> str:
         f"{report.run['started_utc']}; the whole run took "
         f"{report.run['elapsed_seconds'] / 60:.1f} min. Regenerate rather than edit.",
         "",
+        *remeasured(report.run),
         *_machine(report),
         *_targets(report),
         f"![Benchmark plots]({os.path.basename(png)})",
@@ -287,6 +308,13 @@ def readme_block(report: Report, link: str = "docs/benchmarks.md") -> str:
         f"Targets: {verdicts.count(True)} of {len(verdicts)} met, {verdicts.count(False)} not "
         f"met, {verdicts.count(None)} not measured: [{link}]({link}#targets)"
     )
+    later = run.get("remeasured", [])
+    if later:
+        names = sorted({name for r in later for name in r["sections"]})
+        intro = intro.replace(
+            "; every figure",
+            f", {', '.join(names)} measured again by {len(later)} later run(s); every figure",
+        )
     table = markdown_table(["what", "ours", "baseline", "ratio"], _summary_rows(report))
     return "\n".join(["", NOTICE, "", _fill(intro), "", table, "", _fill(verdict + "."), ""])
 

@@ -1,6 +1,6 @@
 """The results file: tidy rows, one per (section, configuration, metric), holding every repeat.
 
-    {"run": {machine, versions, command, calibration, ...},
+    {"run": {machine, versions, command, calibration, ..., remeasured: [...]},
      "rows": [{"section", "configuration", "metric", "samples": [number or text, ...]}, ...]}
 
 Sections record rows with a `Recorder`; the report reads them back as `Section` views, whose
@@ -52,6 +52,23 @@ def save(results: dict, path: str) -> None:
     with open(path, "w") as handle:
         handle.write('{"run": ' + json.dumps(results["run"], ensure_ascii=False))
         handle.write(',\n"rows": [\n' + rows + "\n]}\n")
+
+
+def merged(earlier: dict, again: dict, sections: Iterable[str]) -> dict:
+    """`earlier` results with `sections`' rows replaced by those measured `again`; the run keeps
+    the earlier one's facts and lists, under "remeasured", each later run's sections, start,
+    code, calibration and duration."""
+    sections = sorted(set(sections))
+    run = dict(earlier["run"])
+    later = {key: again["run"][key] for key in ("started_utc", "code", "calibration")}
+    later.update(sections=sections, elapsed_seconds=again["run"]["elapsed_seconds"])
+    before = [
+        {**r, "sections": [name for name in r["sections"] if name not in sections]}
+        for r in run.get("remeasured", [])
+    ]
+    run["remeasured"] = [r for r in before if r["sections"]] + [later]
+    kept = [row for row in earlier["rows"] if row["section"] not in sections]
+    return {"run": run, "rows": kept + again["rows"]}
 
 
 def load(path: str) -> dict:

@@ -85,7 +85,16 @@ def parse_args(argv=None) -> argparse.Namespace:
         choices=list(SECTIONS),
         help="measure only this section (repeatable); for trying a section, with another --out",
     )
+    p.add_argument(
+        "--merge",
+        action="store_true",
+        help="with --only: replace those sections' rows in the existing results (--out's .json) "
+        "and re-render the report and README from them; the report says which sections were "
+        "measured again, when and on which code",
+    )
     args = p.parse_args(argv)
+    if args.merge and not args.only:
+        p.error("--merge needs --only: the sections to measure again")
     if args.rows < 1000 or args.stock_rows < 100 or args.repeats < 1:
         p.error("--rows must be ≥ 1000, --stock-rows ≥ 100 and --repeats ≥ 1")
     return args
@@ -118,6 +127,20 @@ def measure(ctx: harness.Context, machine: dict, only=None) -> tuple[dict, list[
     return {"scaling": scaling, "contention": contention}, rows
 
 
+def _earlier_results(path: str, command: dict) -> dict:
+    """The results a --merge run adds to: measured on the same data, with the same repeats."""
+    try:
+        earlier = results.load(path)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"benchmarks: --merge needs the earlier results {path}: {e}") from None
+    if earlier["run"]["command"] != command:
+        raise SystemExit(
+            f"benchmarks: --merge: {path} was measured with {earlier['run']['command']}, not "
+            f"{command}: measure every section again instead"
+        )
+    return earlier
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     os.chdir(harness.REPO)
@@ -148,12 +171,17 @@ def main(argv=None) -> int:
         f"{args.repeats} repeat(s); {machine['nproc']} × {machine['cpu']}; workdir {workdir}",
         flush=True,
     )
+    results_path = os.path.splitext(args.out)[0] + ".json"
+    earlier = _earlier_results(results_path, run["command"]) if args.merge else None
     run["calibration"], rows = measure(ctx, machine, args.only)
     run["elapsed_seconds"] = elapsed = time.perf_counter() - start
-    results_path = os.path.splitext(args.out)[0] + ".json"
-    results.save({"run": run, "rows": rows}, results_path)
+    saved = {"run": run, "rows": rows}
+    if earlier is not None:
+        saved = results.merged(earlier, saved, args.only)
+    results.save(saved, results_path)
     rendered = report.write(results.load(results_path), args.out)  # as a re-render would see it
-    readme = args.readme and not args.only  # a partial run would drop the other sections' rows
+    # A partial run without --merge would drop the other sections' rows from the table.
+    readme = args.readme and (not args.only or args.merge)
     if readme:
         link = os.path.relpath(args.out, os.path.dirname(os.path.abspath(args.readme)))
         try:

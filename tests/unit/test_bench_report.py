@@ -2,6 +2,8 @@
 
 import os
 
+import pytest
+
 from benchmarks import layout, report, results
 from benchmarks.results import Recorder
 from benchmarks.targets import TARGETS
@@ -171,3 +173,45 @@ def test_the_peers_table_says_why_and_the_target_compares_with_peers_that_ran(tm
     assert list(met.values()) == [False, True]  # 3.33x at 4,096 (the generator); 6x at 65,536
     readme = report.readme_block(rendered)
     assert "| 500,000 | the best peer loader at batch 4,096: 150,000 | 3.33x |" in readme
+
+
+def test_a_merged_run_replaces_only_its_sections_rows_and_the_report_says_so(tmp_path):
+    first = {"run": RUN, "rows": wide_table_rows(schema_seconds=9.0) + peers_rows()}
+    later_run = {**RUN, "started_utc": "2000-01-02 00:00 UTC", "code": "git 1111111"}
+    again = {"run": later_run, "rows": wide_table_rows(schema_seconds=1.0)}
+    merged = results.merged(first, again, ["wide_table"])
+    assert merged["rows"] == peers_rows() + wide_table_rows(schema_seconds=1.0)
+    assert merged["run"]["started_utc"] == RUN["started_utc"]
+    assert [r["sections"] for r in merged["run"]["remeasured"]] == [["wide_table"]]
+    # Measuring a section again drops it from the earlier re-measure that listed it.
+    twice = results.merged(merged, {"run": later_run, "rows": peers_rows()}, ["peers"])
+    twice = results.merged(twice, {"run": later_run, "rows": []}, ["wide_table"])
+    assert [r["sections"] for r in twice["run"]["remeasured"]] == [["peers"], ["wide_table"]]
+
+    out = tmp_path / "benchmarks.md"
+    rendered = report.write(merged, str(out))
+    text = " ".join(out.read_text(encoding="utf-8").split())
+    assert (
+        "Measured again by a later run (`--only ... --merge`) on 2000-01-02 00:00 UTC, on " in text
+    )
+    assert "git 1111111, in 1.0 min (other processes used 0.0% of the CPU): `wide_table`." in text
+    met = {c.target.name: c.met for c in rendered.checked if c.target.section == "wide_table"}
+    assert met["infer-schema and show-schema at 2,000 columns, the slower, seconds"]  # 1 s now
+    readme = " ".join(report.readme_block(rendered).split())
+    assert "from one `make bench` run on 2000-01-01 00:00 UTC" in readme
+    assert "wide_table measured again by 1 later run(s)" in readme
+
+
+def test_merge_needs_sections_and_earlier_results_of_the_same_command(tmp_path, capsys):
+    from benchmarks import run
+
+    with pytest.raises(SystemExit):
+        run.parse_args(["--merge"])
+    assert "--merge needs --only" in capsys.readouterr().err
+    path = str(tmp_path / "benchmarks.json")
+    with pytest.raises(SystemExit, match="--merge needs the earlier results"):
+        run._earlier_results(path, RUN["command"])
+    results.save({"run": RUN, "rows": []}, path)
+    assert run._earlier_results(path, RUN["command"])["run"] == RUN
+    with pytest.raises(SystemExit, match="measure every section again"):
+        run._earlier_results(path, {**RUN["command"], "rows": 20})
