@@ -349,22 +349,6 @@ def _empty(spec: dict) -> dict:
     return empty
 
 
-def _as_batches(rows: dict, count, batch_size: int) -> dict:
-    """`count` * `batch_size` rows as `count` batches: [count, batch_size] (lists ragged)."""
-
-    def batched(x):
-        return tf.reshape(x, [count, batch_size])
-
-    return {
-        "values": {n: batched(v) for n, v in rows["values"].items()},
-        "present": {n: batched(v) for n, v in rows["present"].items()},
-        "lists": {
-            n: tf.RaggedTensor.from_uniform_row_length(_ragged(v), batch_size, validate=False)
-            for n, v in rows["lists"].items()
-        },
-    }
-
-
 def _as_batch(rows: dict) -> dict:
     """Rows as one batch (lists ragged)."""
     return {**rows, "lists": {n: _ragged(v) for n, v in rows["lists"].items()}}
@@ -374,8 +358,8 @@ def _cut(groups: tf.data.Dataset, batch_size: int, keep_last: bool) -> tf.data.D
     """Groups of rows → batches of exactly `batch_size` rows, cut across groups (the rows left
     after a group's whole batches carried to the next); the rows left at the end are a last,
     shorter batch with `keep_last`, or when no whole batch came (data smaller than a batch
-    still trains). Each batch is a copy of its rows, whatever the kind of feature (`rebatch`
-    needs a first dimension of rows, which ragged lists lack)."""
+    still trains). A group is joined to the rows carried before it only when there are some
+    (a copy); batches are then slices of the rows."""
     spec = groups.element_spec
     tagged = groups.map(lambda rows: {"rows": rows, "last": tf.constant(False)})
     end = {"rows": _empty(spec), "last": tf.constant(True)}
@@ -383,21 +367,26 @@ def _cut(groups: tf.data.Dataset, batch_size: int, keep_last: bool) -> tf.data.D
 
     def step(state, group):
         left, emitted = state
-        rows = _joined(left, group["rows"])
+        # Nothing carried (a group of whole batches before it): the group's rows as they are.
+        rows = tf.cond(
+            _rows(left) > 0, lambda: _joined(left, group["rows"]), lambda: group["rows"]
+        )
         total = _rows(rows)
         whole = total // batch_size
         cut = whole * batch_size
         emitted += whole
         tail_end = tf.where(group["last"] & (keep_last or emitted == 0), total, cut)
-        out = {
-            "whole": _as_batches(_taken(rows, 0, cut), whole, batch_size),
-            "tail": _as_batch(_taken(rows, cut, tail_end)),
-        }
+        out = {"rows": rows, "whole": whole, "tail": _as_batch(_taken(rows, cut, tail_end))}
         return (_taken(rows, tail_end, total), emitted), out
 
     def batches_of(out):
+        # Batch i is rows [i * batch_size, (i + 1) * batch_size): a slice, which shares the
+        # rows' buffer where it starts on an aligned offset (from_tensor_slices would copy it).
+        whole = tf.data.Dataset.range(out["whole"]).map(
+            lambda i: _as_batch(_taken(out["rows"], i * batch_size, (i + 1) * batch_size))
+        )
         tail = tf.data.Dataset.from_tensors(out["tail"]).filter(lambda t: _rows(t) > 0)
-        return tf.data.Dataset.from_tensor_slices(out["whole"]).concatenate(tail)
+        return whole.concatenate(tail)
 
     initial = (_empty(spec), tf.constant(0, tf.int64))
     return tagged.scan(initial, step).flat_map(batches_of)
