@@ -368,9 +368,7 @@ def _cut(groups: tf.data.Dataset, batch_size: int, keep_last: bool) -> tf.data.D
     def step(state, group):
         left, emitted = state
         # Nothing carried (a group of whole batches before it): the group's rows as they are.
-        rows = tf.cond(
-            _rows(left) > 0, lambda: _joined(left, group["rows"]), lambda: group["rows"]
-        )
+        rows = tf.cond(_rows(left) > 0, lambda: _joined(left, group["rows"]), lambda: group["rows"])
         total = _rows(rows)
         whole = total // batch_size
         cut = whole * batch_size
