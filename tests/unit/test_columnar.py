@@ -218,6 +218,31 @@ def test_training_batches_have_the_size_asked_and_mix_several_records_runs(data)
     assert epochs[0] != epochs[1]
 
 
+def test_a_group_holding_a_shorter_record_is_shuffled_row_by_row(data):
+    """All of a small split in one group (records of 8 rows, the last of 5): its rows are mixed
+    one by one, not left in record order, each epoch anew; every row at most once, a list's
+    values still its row's."""
+    batch, features, schema, per_row = data
+    form = _form(INTEGERS, schema)
+    records, layout = _records(batch, features, 8, 1)
+    expected = _as_lists(form.from_parsed(dict(per_row))["nested"])
+    dataset = _batches(records, layout, feature_spec(schema), form, 6, True, group_records=16)
+    epochs = []
+    for _ in range(2):
+        batches = []
+        for got in dataset:
+            keys = _keys(got)
+            assert _as_lists(got["nested"]) == [expected[k] for k in keys]
+            batches.append(keys)
+        epochs.append(batches)
+    for batches in epochs:
+        seen = [k for keys in batches for k in keys]
+        assert len(seen) == len(set(seen)) == ROWS // 6 * 6
+        pairs = [(a, b) for keys in batches for a, b in zip(keys, keys[1:])]
+        assert sum(b - a == 1 for a, b in pairs) <= len(pairs) // 4
+    assert epochs[0] != epochs[1]
+
+
 def test_a_batch_larger_than_a_group_joins_groups_to_the_size_asked(data):
     batch, features, schema, _ = data
     form = _form(INTEGERS, schema)

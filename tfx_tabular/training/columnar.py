@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import posixpath
 import re
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -218,36 +218,31 @@ class GroupDecoder:
         return {"values": values, "present": present, "lists": lists}
 
     def mixed(self, rows: dict, seed: Optional[int]) -> dict:
-        """A group's rows reordered in runs of `run_rows` (see the module docstring) when every
-        record of it is full; a group holding a shorter record keeps its order."""
+        """A group's rows mixed (see the module docstring): in runs of `run_rows` when every
+        record of it is full, else row by row (a group holding a shard's last, shorter record,
+        or all of a small split: one gather of rows, once per such group)."""
+        count = _rows(rows)
+
+        def rows_shuffled():
+            return _reordered(rows, lambda: tf.random.shuffle(tf.range(count), seed=seed))
+
         runs = self.batch_rows // self.run_rows
         if runs * self.run_rows != self.batch_rows:
-            return rows
-        count = _rows(rows)
+            return rows_shuffled()
         records = count // self.batch_rows
         full = tf.equal(count, records * self.batch_rows) & (records > 0)
-        # Run s of the output is run order[s] of every record: one gather of whole runs.
-        order = tf.random.shuffle(tf.range(runs, dtype=tf.int64), seed=seed)
-        runs_of = tf.reshape(order[:, None] + tf.range(records)[None, :] * runs, [-1])
 
-        def mix(x):
-            by_run = tf.reshape(x, [-1, self.run_rows])
-            return tf.reshape(tf.gather(by_run, runs_of), [-1])
+        def runs_shuffled():
+            # Run s of the output is run order[s] of every record: one gather of whole runs.
+            order = tf.random.shuffle(tf.range(runs, dtype=tf.int64), seed=seed)
+            runs_of = tf.reshape(order[:, None] + tf.range(records)[None, :] * runs, [-1])
 
-        def mix_list(part):  # a list's rows gathered by row (its values follow them)
-            by_run = tf.reshape(tf.range(count), [-1, self.run_rows])
-            positions = tf.reshape(tf.gather(by_run, runs_of), [-1])
-            ragged = tf.gather(_ragged(part), positions)
-            return {"values": ragged.values, "splits": ragged.row_splits}
+            def mix(x):
+                return tf.reshape(tf.gather(tf.reshape(x, [-1, self.run_rows]), runs_of), [-1])
 
-        def mixed_rows():
-            return {
-                "values": {n: mix(v) for n, v in rows["values"].items()},
-                "present": {n: mix(v) for n, v in rows["present"].items()},
-                "lists": {n: mix_list(v) for n, v in rows["lists"].items()},
-            }
+            return _reordered(rows, lambda: mix(tf.range(count)), mix)
 
-        return tf.cond(full, mixed_rows, lambda: rows)
+        return tf.cond(full, runs_shuffled, rows_shuffled)
 
     def tensors(self, rows: dict) -> dict:
         """The spec's tensors over `rows` in the input form (VarLenFeatures as SparseTensors,
@@ -337,6 +332,24 @@ def _taken(rows: dict, start, stop) -> dict:
     return {
         "values": {n: v[start:stop] for n, v in rows["values"].items()},
         "present": {n: v[start:stop] for n, v in rows["present"].items()},
+        "lists": {n: lists(v) for n, v in rows["lists"].items()},
+    }
+
+
+def _reordered(rows: dict, order: Callable[[], tf.Tensor], scalars=None) -> dict:
+    """`rows` reordered: `order()` gives the row positions of a permutation (made only where
+    needed); scalars are reordered by `scalars` (the same permutation by a cheaper route) or
+    gathered, a list's rows gathered by row (its values follow them)."""
+    positions = order() if rows["lists"] or scalars is None else None
+    scalars = scalars or (lambda x: tf.gather(x, positions))
+
+    def lists(part):
+        ragged = tf.gather(_ragged(part), positions)
+        return {"values": ragged.values, "splits": ragged.row_splits}
+
+    return {
+        "values": {n: scalars(v) for n, v in rows["values"].items()},
+        "present": {n: scalars(v) for n, v in rows["present"].items()},
         "lists": {n: lists(v) for n, v in rows["lists"].items()},
     }
 
