@@ -392,14 +392,14 @@ TRAINING = [  # (label, task)
 ]
 
 
-# The demo as a new user runs it (`tfx-tabular demo --rows N --json`), training from columnar
-# batches (its default) and per row (`--columnar-batch-rows 0`): whether the coarser shuffle of
-# columnar batches costs small data its AUC.
+# The demo as a new user runs it (`tfx-tabular demo --rows N --epochs E --json`), training from
+# columnar batches (its default) and per row (`--columnar-batch-rows 0`): whether the coarser
+# shuffle of columnar batches costs small data its AUC.
 DEMO = [(targets.DEMO_COLUMNAR, "task_demo_columnar"), (targets.DEMO_PER_ROW, "task_demo_per_row")]
 
 
 def task_demo(columnar: bool) -> dict:
-    """`tfx-tabular demo --rows N --json` in a scratch folder: its learned eval AUC."""
+    """`tfx-tabular demo --rows N --epochs E --json` in a scratch folder: its learned eval AUC."""
     import json
     import subprocess
     import sys
@@ -408,7 +408,7 @@ def task_demo(columnar: bool) -> dict:
     with tempfile.TemporaryDirectory() as workdir:
         rows = str(targets.DEMO_ROWS)
         command = [sys.executable, "-m", "tfx_tabular.cli", "demo", "--rows", rows]
-        command += ["--workdir", workdir, "--json"]
+        command += ["--epochs", str(targets.DEMO_EPOCHS), "--workdir", workdir, "--json"]
         if not columnar:
             command += ["--columnar-batch-rows", "0"]
         done = subprocess.run(command, capture_output=True, text=True, check=True)

@@ -47,9 +47,13 @@ TFXIO = "TFXIO (TFX data_accessor.tf_dataset_factory)"
 GPU = "batch 65,536"
 MEMORY = "peak RSS: ours, columnar batches, 1,000 batches"
 PEERS_OURS = "ours: input_fn, columnar batches"  # the peers section's label for ours
-DEMO_ROWS = 60_000  # the demo as a new user runs it, both ways
-DEMO_COLUMNAR = f"demo, {DEMO_ROWS:,} rows, columnar batches"
-DEMO_PER_ROW = f"demo, {DEMO_ROWS:,} rows, per-row tf.Example"
+# The demo as a new user runs it, both ways, for several epochs: a first epoch's AUC on this
+# little data moves more between runs than the gap asked to show, and the coarser shuffle would
+# show in later epochs (the same batches every epoch).
+DEMO_ROWS, DEMO_EPOCHS = 60_000, 5
+DEMO = f"demo, {DEMO_ROWS:,} rows, {DEMO_EPOCHS} epochs"
+DEMO_COLUMNAR = f"{DEMO}, columnar batches"
+DEMO_PER_ROW = f"{DEMO}, per-row tf.Example"
 
 
 def service_cpu_share(run: Configuration, s: Section) -> float:
@@ -171,7 +175,7 @@ TARGETS = [Target(*entry) for entry in [
      lambda s: s["run_fn input under TabularTrainer (its data_accessor)"].examples_per_second,
      "≥", 1.5e6, formats.rate,
      "issue 47: a stock module as fast (it asks for exact strings: read per row)"),
-    ("input_pipeline", "demo AUC, columnar batches vs per-row, 60,000 rows",
+    ("input_pipeline", f"{DEMO} AUC, columnar batches vs per-row",
      lambda s: s[DEMO_COLUMNAR].eval_auc - s[DEMO_PER_ROW].eval_auc,
      "≥", -0.01, formats.score, "issue 47: small data learns as well from the payload"),
     ("input_pipeline", "input_fn cached epochs vs TFXIO",

@@ -5,10 +5,12 @@ bytes per record, one `decode_raw` per column its values (no string is made: str
 fingerprints), validity and row offsets. Training shuffles records, then mixes each group's rows
 in runs of RUN_ROWS neighbours: the group's rows are reordered run-major (run 0 of every record,
 then run 1, ...), its runs in a random order, by one gather of whole runs, not of rows (a list's
-rows are gathered by row). Batches of exactly `batch_size` rows are then cut across groups
-(`_cut`: a scan carrying the rows left after a group's whole batches), so each mixes the runs
-of several records and every batch but an epoch's last has the size asked (a shard's last,
-shorter record included), and are shuffled a few at a time. Otherwise records come in file
+rows are gathered by row). A group holding a shorter record (a shard's last, or all of a small
+split) is mixed in runs of SHORT_RUN_ROWS over all its rows instead, in a random order. Batches
+of exactly `batch_size` rows are then cut across groups (`_cut`: a scan carrying the rows left
+after a group's whole batches), so each mixes the runs of several records and every batch but an
+epoch's last has the size asked (a shard's last, shorter record included), and are shuffled a
+few at a time. Otherwise records come in file
 order and rows in record order, so every row is read once, in a fixed order (not the per-row
 records' order), the rows left at the end a last, shorter batch.
 
@@ -43,6 +45,9 @@ MAX_FEATURES = 256
 # Records decoded together: the rows of a batch are mixed from this many records at most.
 GROUP_RECORDS = 16
 RUN_ROWS = columnar.RUN_ROWS
+# Rows of the runs a group holding a shorter record is mixed in, over all its rows (its records
+# cannot be taken run-major): finer than RUN_ROWS, as a small split is such a group.
+SHORT_RUN_ROWS = 64
 # Rows of the batches shuffled after they are cut (two batches at least): consecutive batches
 # then come from different groups.
 BATCH_SHUFFLE_ROWS = 1 << 16
@@ -136,9 +141,11 @@ class GroupDecoder:
         spec: dict,
         form: InputForm,
         run_rows: int = RUN_ROWS,
+        short_run_rows: int = SHORT_RUN_ROWS,
     ):
         self._spec, self._form = spec, form
         self.batch_rows, self.run_rows = layout.batch_rows, run_rows
+        self.short_run_rows = short_run_rows
         self._index = {name: i for i, (name, _, _) in enumerate(layout.features)}
         self._kinds = {name: Kind(kind) for name, kind, _ in layout.features}
         self._scalar = {name: shape == columnar.SCALAR for name, _, shape in layout.features}
@@ -218,21 +225,16 @@ class GroupDecoder:
         return {"values": values, "present": present, "lists": lists}
 
     def mixed(self, rows: dict, seed: Optional[int]) -> dict:
-        """A group's rows mixed (see the module docstring): in runs of `run_rows` when every
-        record of it is full, else row by row (a group holding a shard's last, shorter record,
-        or all of a small split: one gather of rows, once per such group)."""
+        """A group's rows mixed (see the module docstring): in runs of `run_rows`, run-major,
+        when every record of it is full, else in runs of `short_run_rows` over all its rows."""
         count = _rows(rows)
-
-        def rows_shuffled():
-            return _reordered(rows, lambda: tf.random.shuffle(tf.range(count), seed=seed))
-
         runs = self.batch_rows // self.run_rows
         if runs * self.run_rows != self.batch_rows:
-            return rows_shuffled()
+            return _runs_shuffled(rows, count, self.short_run_rows, seed)
         records = count // self.batch_rows
         full = tf.equal(count, records * self.batch_rows) & (records > 0)
 
-        def runs_shuffled():
+        def run_major():
             # Run s of the output is run order[s] of every record: one gather of whole runs.
             order = tf.random.shuffle(tf.range(runs, dtype=tf.int64), seed=seed)
             runs_of = tf.reshape(order[:, None] + tf.range(records)[None, :] * runs, [-1])
@@ -240,9 +242,11 @@ class GroupDecoder:
             def mix(x):
                 return tf.reshape(tf.gather(tf.reshape(x, [-1, self.run_rows]), runs_of), [-1])
 
-            return _reordered(rows, lambda: mix(tf.range(count)), mix)
+            return _reordered(rows, count, mix)
 
-        return tf.cond(full, runs_shuffled, rows_shuffled)
+        return tf.cond(
+            full, run_major, lambda: _runs_shuffled(rows, count, self.short_run_rows, seed)
+        )
 
     def tensors(self, rows: dict) -> dict:
         """The spec's tensors over `rows` in the input form (VarLenFeatures as SparseTensors,
@@ -336,22 +340,33 @@ def _taken(rows: dict, start, stop) -> dict:
     }
 
 
-def _reordered(rows: dict, order: Callable[[], tf.Tensor], scalars=None) -> dict:
-    """`rows` reordered: `order()` gives the row positions of a permutation (made only where
-    needed); scalars are reordered by `scalars` (the same permutation by a cheaper route) or
-    gathered, a list's rows gathered by row (its values follow them)."""
-    positions = order() if rows["lists"] or scalars is None else None
-    scalars = scalars or (lambda x: tf.gather(x, positions))
+def _reordered(rows: dict, count: tf.Tensor, mix: Callable[[tf.Tensor], tf.Tensor]) -> dict:
+    """`rows` (`count` of them) reordered by `mix`, a permutation of a scalar's values; a list's
+    rows are gathered by row at the positions `mix` gives (its values follow them)."""
+    positions = mix(tf.range(count)) if rows["lists"] else None
 
     def lists(part):
         ragged = tf.gather(_ragged(part), positions)
         return {"values": ragged.values, "splits": ragged.row_splits}
 
     return {
-        "values": {n: scalars(v) for n, v in rows["values"].items()},
-        "present": {n: scalars(v) for n, v in rows["present"].items()},
+        "values": {n: mix(v) for n, v in rows["values"].items()},
+        "present": {n: mix(v) for n, v in rows["present"].items()},
         "lists": {n: lists(v) for n, v in rows["lists"].items()},
     }
+
+
+def _runs_shuffled(rows: dict, count: tf.Tensor, run_rows: int, seed: Optional[int]) -> dict:
+    """`rows` in runs of `run_rows` neighbours, the runs in a random order, record boundaries
+    ignored; the rows past the last whole run stay last."""
+    whole = count // run_rows * run_rows
+    order = tf.random.shuffle(tf.range(count // run_rows), seed=seed)
+
+    def mix(x):
+        runs = tf.gather(tf.reshape(x[:whole], [-1, run_rows]), order)
+        return tf.concat([tf.reshape(runs, [-1]), x[whole:]], 0)
+
+    return _reordered(rows, count, mix)
 
 
 def _empty(spec: dict) -> dict:
