@@ -10,6 +10,7 @@ mode, at the end."""
 
 import decimal
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -354,10 +355,17 @@ def convert_as_users_do(*args) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, timeout=600)
 
 
+# A progress line, printed every 10 s when stderr is not a terminal (`runners/progress.py`).
+_PROGRESS_LINE = re.compile(r"^converting: [\d,]+/[\d,]+ rows \(\d+%\), [\d,]+ rows/s")
+
+
 def assert_one_line_naming(failed, path: str, column: str) -> None:
     """Exit code 1; on stderr the error line naming the file and the column, and at most a
-    hint after it; no traceback anywhere."""
+    hint after it; before them only progress lines (a slow run prints some); no traceback
+    anywhere."""
     lines = failed.stderr.strip().splitlines()
+    while lines and _PROGRESS_LINE.match(lines[0]):
+        lines = lines[1:]
     assert failed.returncode == 1, failed.stderr[-3000:]
     assert 1 <= len(lines) <= 2, failed.stderr[-3000:]
     assert lines[0].startswith("tfx-tabular: error: ") and path in lines[0], lines
