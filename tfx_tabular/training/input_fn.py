@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import gzip
 import logging
 import posixpath
 from typing import Callable, Optional, Sequence, Union
@@ -24,6 +25,7 @@ import tensorflow as tf
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from tfx_tabular import schemas
+from tfx_tabular.coders import tfrecord
 from tfx_tabular.runners import allocator
 from tfx_tabular.schemas.infer import label_of
 from tfx_tabular.schemas.parsing import feature_spec
@@ -37,6 +39,9 @@ _LOG = logging.getLogger(__name__)
 # Columnar records (thousands of rows each) shuffled whole in a buffer of this many, before the
 # rows of several records are mixed in each batch.
 COLUMNAR_RECORD_SHUFFLE = 16
+# The per-row block shuffle holds at most this many bytes of serialized records: a wide table's
+# records are tens of KiB each, and 256 blocks of 256 of them held gigabytes.
+BLOCK_SHUFFLE_BYTES = 256 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,7 +196,8 @@ def input_fn(
       training: shuffle files and blocks, drop the last partial batch,
         repeat `num_epochs` (None: forever); otherwise read every record once, in file order
         (columnar batches: every row once, in a fixed order).
-      block_size / block_shuffle_buffer: records per read block, and blocks in the shuffle buffer.
+      block_size / block_shuffle_buffer: records per read block, and blocks in the shuffle buffer
+        (fewer where they would hold more than BLOCK_SHUFFLE_BYTES of records: wide tables).
       shuffle_buffer: > 0 adds an exact record-level shuffle of that many records (slower).
       cache: None, "memory", or a file path prefix: cache parsed batches after the first epoch.
         Later epochs then shuffle whole batches, not records.
@@ -267,6 +273,7 @@ def input_fn(
             records, decoder, batch_size, config.training, config.seed, ordered
         )
         return _finished(parsed.map(finish), config, ordered)
+    config = dataclasses.replace(config, block_shuffle_buffer=_blocks_held(files, config))
     blocks = _blocks(files, config, shard_records, ordered)
     dataset = blocks.rebatch(config.batch_size, drop_remainder=config.training)
     dataset = dataset.map(
@@ -373,6 +380,25 @@ def _parsing(schema, label_key, features, transform_output) -> tuple[dict, Calla
         return parsed, label
 
     return spec, finish
+
+
+def _blocks_held(files, config: InputConfig) -> int:
+    """Blocks in the shuffle buffer: `block_shuffle_buffer`, fewer (two at least) where that
+    many blocks of records the size of the first would hold more than BLOCK_SHUFFLE_BYTES."""
+    if not config.training or config.block_shuffle_buffer <= 2 or not files:
+        return config.block_shuffle_buffer
+    record = _first_record_bytes(files[0], _compression(files))
+    fitting = BLOCK_SHUFFLE_BYTES // max(1, record * config.block_size)
+    return max(2, min(config.block_shuffle_buffer, fitting))
+
+
+def _first_record_bytes(path: str, compression: str) -> int:
+    """The length of a TFRecord file's first record (`coders.tfrecord`'s framing), 0 for an
+    empty file."""
+    with tf.io.gfile.GFile(path, "rb") as f:
+        stream = gzip.GzipFile(fileobj=f) if compression == "GZIP" else f
+        header = stream.read(tfrecord.LENGTH_BYTES)
+    return int.from_bytes(header, "little") if len(header) == tfrecord.LENGTH_BYTES else 0
 
 
 def _shuffled_blocks(dataset, config: InputConfig):
