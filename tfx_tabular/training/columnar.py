@@ -10,9 +10,9 @@ split) is mixed in runs of SHORT_RUN_ROWS over all its rows instead, in a random
 of exactly `batch_size` rows are then cut across groups (`_cut`: a scan carrying the rows left
 after a group's whole batches), so each mixes the runs of several records and every batch but an
 epoch's last has the size asked (a shard's last, shorter record included), and are shuffled a
-few at a time. Otherwise records come in file
-order and rows in record order, so every row is read once, in a fixed order (not the per-row
-records' order), the rows left at the end a last, shorter batch.
+few at a time. Otherwise records come in file order and rows in record order, so every row is
+read once, in a fixed order (not the per-row records' order), the rows left at the end a last,
+shorter batch.
 
 The features come in the input form asked (`forms`): the integer form as the records hold it,
 the exact form with nullable scalars as ragged rows (strings cannot be read exactly from here).

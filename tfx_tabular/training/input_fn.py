@@ -385,7 +385,10 @@ def _parsing(schema, label_key, features, transform_output) -> tuple[dict, Calla
 def _blocks_held(files, config: InputConfig) -> int:
     """Blocks in the shuffle buffer: `block_shuffle_buffer`, fewer (two at least) where that
     many blocks of records the size of the first would hold more than BLOCK_SHUFFLE_BYTES."""
-    if not config.training or config.block_shuffle_buffer <= 2 or not files:
+    # Not training, or records shuffled instead (`shuffle_buffer`): no block shuffle to size.
+    if not config.training or config.shuffle_buffer > 1 or config.block_shuffle_buffer <= 2:
+        return config.block_shuffle_buffer
+    if not files:
         return config.block_shuffle_buffer
     record = _first_record_bytes(files[0], _compression(files))
     fitting = BLOCK_SHUFFLE_BYTES // max(1, record * config.block_size)
