@@ -43,20 +43,15 @@ def _features(rows: int, rng) -> pd.DataFrame:
 
 def test_inf_in_a_feature_counts_as_missing_and_keeps_the_feature(tmp_path):
     """+inf in 0.5% of `x` makes its footer max inf: the model still learns from the finite
-    values, to about the AUC it reaches without the inf."""
+    values (`x` is the only informative feature: a model that lost it scores about 0.5)."""
     rng = np.random.default_rng(48)
     frame = _features(20_000, rng)
     frame["label"] = frame["x"] + rng.standard_normal(len(frame)) * 0.3 > 0
-    with_inf = frame.copy()
-    with_inf.loc[rng.random(len(frame)) < 0.005, "x"] = np.inf
-    auc = {}
-    for name, data in (("finite", frame), ("inf", with_inf)):
-        folder = _write(tmp_path / name, data)
-        result = run(folder, str(tmp_path / f"root-{name}"), "--epochs", "3", "--json")
-        assert result.returncode == 0, result.stderr[-3000:]
-        auc[name] = json.loads(result.stdout)["training"]["eval"]["auc"]
-    assert auc["finite"] > 0.9, auc
-    assert auc["inf"] > auc["finite"] - 0.03, auc
+    frame.loc[rng.random(len(frame)) < 0.005, "x"] = np.inf
+    result = run(_write(tmp_path / "inf", frame), str(tmp_path / "root"), "--epochs", "3", "--json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    auc = json.loads(result.stdout)["training"]["eval"]["auc"]
+    assert auc > 0.9, auc
 
 
 @pytest.mark.parametrize("value", ["nan", "inf"])
