@@ -82,6 +82,13 @@ def _form(name, schema, spec=None) -> forms.InputForm:
     return forms.input_form(name, schema, spec if spec is not None else feature_spec(schema))
 
 
+def _keys_and_lists(schema) -> dict:
+    """The spec of `key` and `nested` (a list of lists): enough to follow rows through a
+    shuffle, and a fraction of all features' tracing."""
+    spec = feature_spec(schema)
+    return {name: spec[name] for name in ("key", "nested")}
+
+
 def _records(batch, features, batch_rows: int, pieces: int) -> tuple[list, columnar.ColumnarLayout]:
     """Columnar records of `batch`, added in `pieces` row selections as a conversion adds a
     shard's read batches."""
@@ -205,10 +212,10 @@ def test_training_batches_have_the_size_asked_and_mix_several_records_runs(data)
     is whole and holds runs of 3 different records; every row at most once; each epoch in
     another order."""
     batch, features, schema, per_row = data
-    spec = feature_spec(schema)
-    form = _form(INTEGERS, schema)
+    spec = _keys_and_lists(schema)
+    form = _form(INTEGERS, schema, spec)
     records, layout = _records(batch, features, 8, 1)
-    expected = _as_lists(form.from_parsed(dict(per_row))["nested"])
+    expected = _as_lists(form.from_parsed({n: per_row[n] for n in spec})["nested"])
     epochs = []
     dataset = _batches(records, layout, spec, form, 6, training=True)
     for _ in range(2):
@@ -231,10 +238,11 @@ def test_a_group_holding_a_shorter_record_is_shuffled_row_by_row(data):
     one by one, not left in record order, each epoch anew; every row at most once, a list's
     values still its row's."""
     batch, features, schema, per_row = data
-    form = _form(INTEGERS, schema)
+    spec = _keys_and_lists(schema)
+    form = _form(INTEGERS, schema, spec)
     records, layout = _records(batch, features, 8, 1)
-    expected = _as_lists(form.from_parsed(dict(per_row))["nested"])
-    dataset = _batches(records, layout, feature_spec(schema), form, 6, True, group_records=16)
+    expected = _as_lists(form.from_parsed({n: per_row[n] for n in spec})["nested"])
+    dataset = _batches(records, layout, spec, form, 6, True, group_records=16)
     epochs = []
     for _ in range(2):
         batches = []
@@ -253,12 +261,10 @@ def test_a_group_holding_a_shorter_record_is_shuffled_row_by_row(data):
 
 def test_a_batch_larger_than_a_group_joins_groups_to_the_size_asked(data):
     batch, features, schema, _ = data
-    form = _form(INTEGERS, schema)
+    spec = _keys_and_lists(schema)
     records, layout = _records(batch, features, 4, 3)
-    sizes = [
-        len(_keys(got))
-        for got in _batches(records, layout, feature_spec(schema), form, 20, training=False)
-    ]
+    dataset = _batches(records, layout, spec, _form(INTEGERS, schema, spec), 20, training=False)
+    sizes = [len(_keys(got)) for got in dataset]
     assert sizes == [20, 20, ROWS - 40]
 
 
@@ -395,9 +401,9 @@ def test_data_smaller_than_a_batch_still_trains_in_one_shorter_batch(data):
     """Training drops an epoch's last partial batch, but not its only one: a split smaller than
     a batch gives each epoch one batch of all its rows."""
     batch, features, schema, _ = data
-    form = _form(INTEGERS, schema)
+    spec = _keys_and_lists(schema)
     records, layout = _records(batch, features, 8, 1)
-    dataset = _batches(records, layout, feature_spec(schema), form, ROWS + 10, training=True)
+    dataset = _batches(records, layout, spec, _form(INTEGERS, schema, spec), ROWS + 10, True)
     for _ in range(2):
         assert [sorted(_keys(got)) for got in dataset] == [list(range(ROWS))]
 
