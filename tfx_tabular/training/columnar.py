@@ -275,12 +275,6 @@ class GroupDecoder:
         return out
 
 
-def _plain(function):
-    """`function` traced as written: the reader branches with `tf.cond` and on Python values
-    only, so autograph's conversion would only re-parse its source (seconds per pipeline)."""
-    return tf.autograph.experimental.do_not_convert(function)
-
-
 def _bits(strings: tf.Tensor, positions: Optional[tf.Tensor]) -> tf.Tensor:
     """A group's validity bits (one bit a row, little-endian, each record's bytes padded to a
     whole byte) as bools, record after record: all of them when every record's rows fill its
@@ -395,7 +389,7 @@ def _cut(groups: tf.data.Dataset, batch_size: int, keep_last: bool) -> tf.data.D
     still trains). A group is joined to the rows carried before it only when there are some
     (a copy); batches are then slices of the rows."""
     spec = groups.element_spec
-    tagged = groups.map(_plain(lambda rows: {"rows": rows, "last": tf.constant(False)}))
+    tagged = groups.map(lambda rows: {"rows": rows, "last": tf.constant(False)})
     end = {"rows": _empty(spec), "last": tf.constant(True)}
     tagged = tagged.concatenate(tf.data.Dataset.from_tensors(end))
 
@@ -415,13 +409,13 @@ def _cut(groups: tf.data.Dataset, batch_size: int, keep_last: bool) -> tf.data.D
         # Batch i is rows [i * batch_size, (i + 1) * batch_size): a slice, which shares the
         # rows' buffer where it starts on an aligned offset (from_tensor_slices would copy it).
         whole = tf.data.Dataset.range(out["whole"]).map(
-            _plain(lambda i: _as_batch(_taken(out["rows"], i * batch_size, (i + 1) * batch_size)))
+            lambda i: _as_batch(_taken(out["rows"], i * batch_size, (i + 1) * batch_size))
         )
-        tail = tf.data.Dataset.from_tensors(out["tail"]).filter(_plain(lambda t: _rows(t) > 0))
+        tail = tf.data.Dataset.from_tensors(out["tail"]).filter(lambda t: _rows(t) > 0)
         return whole.concatenate(tail)
 
     initial = (_empty(spec), tf.constant(0, tf.int64))
-    return tagged.scan(initial, _plain(step)).flat_map(_plain(batches_of))
+    return tagged.scan(initial, step).flat_map(batches_of)
 
 
 def _joined_splits(offsets: tf.Tensor, values: tf.Tensor, item_bytes: int) -> tf.Tensor:
@@ -483,6 +477,10 @@ def _dense(name: str, rows: tf.RaggedTensor, entry: tf.io.FixedLenFeature) -> tf
     return tf.reshape(dense, [-1] + dims)
 
 
+# The reader branches with `tf.cond` and on Python values only: autograph's conversion of the
+# functions these datasets trace (each traced with the status of the call that builds it) would
+# only re-parse their source, seconds per pipeline.
+@tf.autograph.experimental.do_not_convert
 def batches(
     records: tf.data.Dataset,
     decoder: GroupDecoder,
@@ -501,12 +499,10 @@ def batches(
         return decoder.mixed(rows, seed) if training else rows
 
     groups = records.batch(group_records).map(
-        _plain(decode), num_parallel_calls=tf.data.AUTOTUNE, deterministic=ordered
+        decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=ordered
     )
     cut = _cut(groups, batch_size, keep_last=not training)
     if training:
         buffer = max(2, BATCH_SHUFFLE_ROWS // batch_size)
         cut = cut.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
-    return cut.map(
-        _plain(decoder.tensors), num_parallel_calls=tf.data.AUTOTUNE, deterministic=ordered
-    )
+    return cut.map(decoder.tensors, num_parallel_calls=tf.data.AUTOTUNE, deterministic=ordered)
