@@ -72,3 +72,32 @@ def test_the_reference_model_takes_integers_unless_its_spec_is_read_per_row_for_
     assert config(model_fn=lambda *a: None).input_form_for(None) == EXACT
     assert config().input_form_for(object()) == EXACT  # a Transform graph
     assert config(input_form=INTEGERS).input_form_for(None, columnar_width=False) == INTEGERS
+
+
+def test_the_train_step_adds_the_models_regularization_losses_as_keras_fit_does():
+    """A model_fn's kernel_regularizer counts in the loss the step minimises and reports: the
+    step's loss is the batch's mean loss plus the model's losses, as `model.fit` would train."""
+    import tensorflow as tf
+
+    from tfx_tabular.training.task import REGRESSION, Task
+
+    task = Task(REGRESSION)
+    regularized = keras.layers.Dense(1, kernel_regularizer=keras.regularizers.L2(10.0))
+    model = keras.Sequential([regularized])
+    model.build([None, 2])
+    regularized.kernel.assign([[1.0], [2.0]])
+    trainable = loop._Trainable(
+        model,
+        keras.optimizers.SGD(0.0),  # the weights stay: the loss is checked before any update
+        task.loss(),
+        task.metrics(),
+        tf.Variable(0, dtype=tf.int64),
+        False,
+    )
+    strategy = tf.distribute.get_strategy()
+    train_step, _ = loop._step_functions(strategy, trainable, 4)
+    batch = (tf.zeros([4, 2]), tf.ones([4, 1]))
+    loss, examples, _ = train_step(iter(tf.data.Dataset.from_tensors(batch).repeat()))
+    # zero features: every prediction is the bias 0, a squared error of 1; L2: 10 · (1 + 4)
+    assert int(examples) == 4
+    assert float(loss) == pytest.approx(1.0 + 50.0)

@@ -263,6 +263,8 @@ def _step_functions(strategy: tf.distribute.Strategy, t: _Trainable, global_batc
             predictions = tf.cast(t.model(features, training=True), tf.float32)
             per_example = t.loss(labels, predictions)
             loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+            if t.model.losses:  # the model's regularizers, as Keras' own fit adds them
+                loss += tf.nn.scale_regularization_loss(tf.add_n(t.model.losses))
             scaled = t.optimizer.get_scaled_loss(loss) if t.mixed_precision else loss
         gradients = tape.gradient(scaled, t.model.trainable_variables)
         if t.mixed_precision:
