@@ -4,16 +4,21 @@ Features are handled in groups, not one by one, so that a table of thousands of 
 traces, trains and exports about as fast as one of forty: the model's operations and weights
 grow with the number of kinds of feature, not with the number of features.
 
-* numeric features of a fixed shape → one concatenation per dtype, scaled column-wise by the
-  schema's int/float domain (footer min/max), or sign·log1p without a finite one; float columns
-  get a non-finite indicator;
+* numeric features of a fixed shape → one concatenation per dtype, each value taken to
+  sign·log1p and scaled min-max by its domain (the schema's int/float domain, footer min/max,
+  taken the same way), or sign·log1p alone without a finite one; float columns get a non-finite
+  indicator. The log first: counts and prices are heavy-tailed, and a min-max over their raw
+  footer range squeezes most values into a few percent of [0, 1];
 * numeric features with a variable number of values (nullable scalars, lists, nested lists) →
   the mean of their scaled values and log1p of their count (0 for a null: the missing
   indicator), all of them in one segment sum over their values laid end to end;
 * categorical features (bytes, bools, categorical ints) → hashed into ONE embedding table, each
   feature into its own region of HASH_BINS rows while the table stays under MAX_TABLE_ROWS, past
   that each feature offset by its own salt (features then share rows at random, never value for
-  value), mean-pooled over each row's values.
+  value), mean-pooled over each row's values. In training each row's categorical feature reads
+  as missing with probability CATEGORICAL_DROPOUT: hashed ids seen once or twice (most of a
+  Zipf-distributed column's distinct values) otherwise let the embeddings memorise the train
+  rows within a few epochs of small data.
 
 Non-finite numbers (NaN, ±inf) count as missing: they are left out of means and counts, a fixed
 float column's scaled value is 0 with its indicator set, and non-finite domain bounds are ignored.
@@ -39,6 +44,7 @@ from tfx_tabular.training.task import Task, task_of
 HASH_BINS = 10_007  # rows per categorical feature while the shared table is under its cap
 MAX_TABLE_ROWS = 1_048_573  # a prime near 2**20: 32 MiB of float32 embeddings at 8 dimensions
 EMBEDDING_DIM = 8
+CATEGORICAL_DROPOUT = 0.5  # in training, the chance a row's categorical feature reads as missing
 _SALT_SEED = 48  # the salts must be the same at every build: checkpoints and warm starts
 
 
@@ -48,32 +54,36 @@ def is_categorical(feature: schema_pb2.Feature) -> bool:
     return feature.type == schema_pb2.INT and feature.int_domain.is_categorical
 
 
-def _domain_scale(feature: schema_pb2.Feature) -> tuple[float, float, bool]:
-    """(offset, 1/span, use sign·log1p) for a numeric feature. A domain with a non-finite bound
-    (a column holding inf has an inf footer max) or a span float32 cannot hold says nothing: a
-    min-max over it would scale every finite value to 0."""
+def _signed_log1p(value: float) -> float:
+    return math.copysign(math.log1p(abs(value)), value)
+
+
+def _domain_scale(feature: schema_pb2.Feature) -> tuple[float, float]:
+    """(offset, 1/span) of a numeric feature's sign·log1p values: its domain's bounds taken the
+    same way, or (0, 1) without a domain. A domain with a non-finite bound (a column holding inf
+    has an inf footer max) or a span float32 cannot hold says nothing: a min-max over it would
+    scale every finite value to 0."""
     domain = None
     if feature.HasField("int_domain"):
         domain = feature.int_domain
     elif feature.HasField("float_domain"):
         domain = feature.float_domain
     if domain is None or not (domain.HasField("min") and domain.HasField("max")):
-        return 0.0, 1.0, True
+        return 0.0, 1.0
     low, high = float(domain.min), float(domain.max)
-    span = high - low
-    if not (math.isfinite(low) and math.isfinite(high)) or not 0 < span < 3e38:
-        return 0.0, 1.0, True
-    return low, 1.0 / span, False
+    if not (math.isfinite(low) and math.isfinite(high)) or not 0 < high - low < 3e38:
+        return 0.0, 1.0
+    low, high = _signed_log1p(low), _signed_log1p(high)
+    return low, 1.0 / (high - low)
 
 
-def _scaled(values: tf.Tensor, offset, inverse_span, use_log) -> tuple[tf.Tensor, tf.Tensor]:
-    """(scaled float32 values with non-finite ones as 0, whether each value was finite);
-    `offset`, `inverse_span`, `use_log` broadcast against `values`."""
+def _scaled(values: tf.Tensor, offset, inverse_span) -> tuple[tf.Tensor, tf.Tensor]:
+    """(sign·log1p of the values scaled by `offset`, `inverse_span` (which broadcast against
+    `values`), float32, with non-finite values as 0; whether each value was finite)."""
     x = tf.cast(values, tf.float32)
     finite = tf.math.is_finite(x)
     x = tf.where(finite, x, 0.0)
-    scaled = tf.where(use_log, tf.sign(x) * tf.math.log1p(tf.abs(x)), (x - offset) * inverse_span)
-    return scaled, finite
+    return (tf.sign(x) * tf.math.log1p(tf.abs(x)) - offset) * inverse_span, finite
 
 
 def _hash(values: tf.Tensor, bins: int, strings: bool) -> tf.Tensor:
@@ -117,8 +127,8 @@ class _Groups:
     """Feature names by how they are read: dense numbers by dtype (with their column-wise scale),
     variable-length numbers by dtype (scale per feature), categoricals by dtype."""
 
-    dense: dict  # dtype name → ([names], [widths], offsets, inverse spans, use_log)
-    ragged: dict  # dtype name → ([names], offsets, inverse spans, use_log)
+    dense: dict  # dtype name → ([names], [widths], offsets, inverse spans)
+    ragged: dict  # dtype name → ([names], offsets, inverse spans)
     categorical: dict  # dtype name → ([names], per-feature offsets into the table)
     table_rows: int
     bins: int
@@ -128,15 +138,14 @@ def _group_features(features: list, spec: dict) -> _Groups:
     dense, ragged, categorical = {}, {}, {}
     for feature in (f for f in features if not is_categorical(f)):
         parsing = spec[feature.name]
-        offset, inverse, use_log = _domain_scale(feature)
+        offset, inverse = _domain_scale(feature)
         if isinstance(parsing, tf.io.FixedLenFeature):
             width = int(np.prod(parsing.shape or [1]))
-            group = dense.setdefault(parsing.dtype.name, ([], [], [], [], []))
+            group = dense.setdefault(parsing.dtype.name, ([], [], [], []))
             columns = ([feature.name], [width], [offset] * width, [inverse] * width)
-            columns += ([use_log] * width,)
         else:
-            group = ragged.setdefault(parsing.dtype.name, ([], [], [], []))
-            columns = ([feature.name], [offset], [inverse], [use_log])
+            group = ragged.setdefault(parsing.dtype.name, ([], [], []))
+            columns = ([feature.name], [offset], [inverse])
         for into, values in zip(group, columns, strict=True):
             into.extend(values)
     names = [f.name for f in features if is_categorical(f)]
@@ -166,17 +175,17 @@ class SchemaFeatures(keras.layers.Layer):
                 self._groups.table_rows, EMBEDDING_DIM, name="embeddings"
             )
 
-    def _dense(self, inputs, names, widths, offsets, inverse_spans, use_log):
+    def _dense(self, inputs, names, widths, offsets, inverse_spans):
         """Fixed-shape numbers of one dtype: scaled columns, then (floats) their indicators of a
         non-finite value."""
         columns = [tf.reshape(inputs[n], [-1, w]) for n, w in zip(names, widths, strict=True)]
         x = tf.concat(columns, axis=1)
-        scaled, finite = _scaled(x, offsets, inverse_spans, use_log)
+        scaled, finite = _scaled(x, offsets, inverse_spans)
         if not x.dtype.is_floating:
             return [scaled]
         return [scaled, 1.0 - tf.cast(finite, tf.float32)]
 
-    def _ragged(self, inputs, names, offsets, inverse_spans, use_log):
+    def _ragged(self, inputs, names, offsets, inverse_spans):
         """Variable-length numbers of one dtype: the mean of each row's finite scaled values and
         log1p of their count, per feature."""
         values, rows, features = _stacked_rows([inputs[n] for n in names])
@@ -184,7 +193,6 @@ class SchemaFeatures(keras.layers.Layer):
             values,
             tf.gather(tf.constant(offsets, tf.float32), features),
             tf.gather(tf.constant(inverse_spans, tf.float32), features),
-            tf.gather(tf.constant(use_log), features),
         )
         segments = len(names) * tf.shape(inputs[names[0]], out_type=tf.int64)[0]
         total = tf.math.unsorted_segment_sum(scaled, rows, segments)
@@ -192,9 +200,10 @@ class SchemaFeatures(keras.layers.Layer):
         mean, present = total / tf.maximum(count, 1.0), tf.math.log1p(count)
         return [_per_row(mean, len(names)), _per_row(present, len(names))]
 
-    def _categorical(self, inputs, names, offsets, strings):
+    def _categorical(self, inputs, names, offsets, strings, training):
         """Categoricals of one dtype: each row's values hashed into the feature's rows of the
-        shared table, their embeddings averaged (a row without values → zeros)."""
+        shared table, their embeddings averaged (a row without values → zeros; in training,
+        also a row's feature dropped as CATEGORICAL_DROPOUT says)."""
         values, rows, features = _stacked_rows([inputs[n] for n in names])
         salt = tf.gather(tf.constant(offsets, tf.int64), features)
         buckets = _hash(values, self._groups.bins, strings)
@@ -205,9 +214,12 @@ class SchemaFeatures(keras.layers.Layer):
         total = tf.math.unsorted_segment_sum(embedded, rows, segments)
         count = tf.math.unsorted_segment_sum(tf.ones_like(rows, tf.float32), rows, segments)
         mean = total / tf.maximum(count, 1.0)[:, None]
+        if training:
+            kept = tf.random.uniform(tf.shape(mean)[:1]) >= CATEGORICAL_DROPOUT
+            mean = tf.where(kept[:, None], mean, 0.0)
         return [_per_row(mean, len(names), EMBEDDING_DIM)]
 
-    def call(self, inputs):
+    def call(self, inputs, training=None):
         inputs = ragged_scalars(inputs)  # either input form
         parts = []
         for group in self._groups.dense.values():
@@ -215,7 +227,8 @@ class SchemaFeatures(keras.layers.Layer):
         for group in self._groups.ragged.values():
             parts += self._ragged(inputs, *group)
         for dtype, group in self._groups.categorical.items():
-            parts += self._categorical(inputs, *group, strings=dtype == tf.string.name)
+            strings = dtype == tf.string.name
+            parts += self._categorical(inputs, *group, strings=strings, training=training)
         return tf.concat(parts, axis=1)
 
 
@@ -233,7 +246,7 @@ class ReferenceModel(keras.Model):
         self.head = keras.layers.Dense(task.output_units, activation=task.activation, name="output")
 
     def call(self, inputs, training=None):
-        x = self.features(inputs)
+        x = self.features(inputs, training=training)
         for layer in self.hidden:
             x = layer(x)
         return self.head(x)
