@@ -172,3 +172,27 @@ def test_the_model_scores_either_input_form_alike_and_its_ids_are_the_string_has
     expected = tf.strings.to_hash_bucket_fast(strings, 10_007).numpy().tolist()
     assert _hash(strings, 10_007, True).numpy().tolist() == expected
     assert _hash(fingerprints, 10_007, True).numpy().tolist() == expected
+
+
+def test_categorical_dropout_drops_whole_features_in_training_only():
+    """In training a row's categorical feature reads as missing (its pooled embedding zero) about
+    CATEGORICAL_DROPOUT of the time, its numbers untouched; outside training (evaluation, the
+    serving signature's call without `training`) every feature is read, the same way each time."""
+    from tfx_tabular.training.model import CATEGORICAL_DROPOUT, EMBEDDING_DIM
+
+    schema = schema_pb2.Schema()
+    schema.feature.add(name="x", type=schema_pb2.FLOAT).shape.dim.add(size=1)
+    for i in range(4):
+        schema.feature.add(name=f"c{i}", type=schema_pb2.BYTES).shape.dim.add(size=1)
+    layer = SchemaFeatures(schema, None)
+    rows = 2_000
+    batch = {"x": tf.fill([rows, 1], 0.5), **{f"c{i}": tf.fill([rows, 1], "v") for i in range(4)}}
+    served = layer(batch).numpy()
+    assert np.array_equal(served, layer(batch, training=False).numpy())
+    trained = layer(batch, training=True).numpy()
+    np.testing.assert_array_equal(trained[:, :2], served[:, :2])  # x and its non-finite indicator
+    embedded = trained[:, 2:].reshape(rows, 4, EMBEDDING_DIM)
+    dropped = (embedded == 0).all(axis=2)
+    kept = (embedded == served[:, 2:].reshape(rows, 4, EMBEDDING_DIM)).all(axis=2)
+    assert (dropped | kept).all()
+    assert abs(dropped.mean() - CATEGORICAL_DROPOUT) < 0.05
