@@ -6,9 +6,11 @@ reads the batch's strings, then updates the feature's top-k and distinct-count s
 a dozen Python calls and Arrow arrays; at hundreds of string columns and batches of a thousand
 rows, those calls, contending for the GIL between converting threads, were most of the
 statistics' cost. Here the kernel reads a batch's strings where the encoder pooled them
-(`pools.PooledColumns`: a scalar's row r is slot firsts[f] + r of the string pool), hashes
-each present value (`sketches`' hash), counts them per distinct hash, and merges them into the
-feature's sketches exactly as `FeatureStatistics` does: the same sketches, counters and labels.
+(`pools.PooledColumns`: a scalar's row r is slot firsts[f] + r of the string pool), counts
+the present values per distinct pool range (a dictionary-encoded column's rows share their
+entry's range), hashes each range once (`sketches`' hash), counts them per distinct hash, and
+merges them into the feature's sketches exactly as `FeatureStatistics` does: the same
+sketches, counters and labels.
 
 The block holds each feature's sketches as numba typed lists of arrays (sizes differ between
 features); `ScalarStrings.features` gives them back as `sketches.TopK` and `DistinctCount`,
@@ -55,10 +57,10 @@ class Limits(NamedTuple):
 
 
 @numba.njit(cache=True, nogil=True)
-def _distinct(hashes, slots, lengths):
-    """A split's present values by hash: (distinct hashes ascending, their counts, one slot of
-    each, its length). Deduplicated in an open-addressing table (the hashes are uniform), so a
-    column of a few frequent values costs no more than one of many."""
+def _distinct(hashes, slots, lengths, weights):
+    """Values by hash, each of `weights` occurrences: (distinct hashes ascending, their counts,
+    one slot of each, its length). Deduplicated in an open-addressing table (the hashes are
+    uniform), so a column of a few frequent values costs no more than one of many."""
     n = len(hashes)
     width = 1
     while width < 2 * n:
@@ -77,7 +79,7 @@ def _distinct(hashes, slots, lengths):
             table[at] = size
             unique[size], first[size] = hashes[i], i
             size += 1
-        counts[table[at]] += 1
+        counts[table[at]] += weights[i]
     order = hash_order(unique[:size])
     picked = first[:size][order]
     return unique[:size][order], counts[:size][order], slots[picked], lengths[picked]
@@ -127,20 +129,51 @@ def _add_top(sketches, f, capacity, hashes, counts, starts, ends, pool):
 
 
 @numba.njit(cache=True, nogil=True)
-def _present(pool_starts, pool_ends, pool, first, valid, split_ids, split):
-    """A feature's values in a split: (hashes, pool slots, lengths, whether all are ASCII)."""
-    hashes = np.empty(len(valid), np.uint64)
+def _present_slots(first, valid, split_ids, split):
+    """The pool slots of a feature's values in a split."""
     slots = np.empty(len(valid), np.int64)
-    lengths = np.empty(len(valid), np.int64)
-    size = bits = 0
+    size = 0
     for r in range(len(valid)):
         if valid[r] and split_ids[r] == split:
-            slot = first + r
-            hashes[size], value_bits = hash_bytes(pool, pool_starts[slot], pool_ends[slot])
-            slots[size], lengths[size] = slot, pool_ends[slot] - pool_starts[slot]
-            bits |= value_bits
+            slots[size] = first + r
             size += 1
-    return hashes[:size], slots[:size], lengths[:size], bits < 0x80
+    return slots[:size]
+
+
+@numba.njit(cache=True, nogil=True)
+def _present(pool_starts, pool_ends, pool, first, valid, split_ids, split):
+    """A feature's values in a split, one per distinct pool range: (hashes, a slot of each,
+    lengths, how many values it holds, whether all are ASCII). A dictionary-encoded column's
+    rows share their entry's range, so each entry is hashed once, not once per row."""
+    slots = _present_slots(first, valid, split_ids, split)
+    n = len(slots)
+    bits = 1
+    while (1 << bits) < 2 * n:
+        bits += 1
+    width, shift = 1 << bits, np.uint64(64 - bits)
+    # each table entry: the range's start and end (-1: empty), and its index among the distinct
+    table_start = np.full(width, -1, np.int64)
+    table_end = np.empty(width, np.int64)
+    table_index = np.empty(width, np.int64)
+    hashes = np.empty(n, np.uint64)
+    kept = np.empty(n, np.int64)
+    lengths = np.empty(n, np.int64)
+    weights = np.zeros(n, np.int64)
+    size = ored = 0
+    for slot in slots:
+        start, end = pool_starts[slot], pool_ends[slot]
+        # Fibonacci hashing of the range's start: a table entry from its top bits
+        at = np.int64((np.uint64(start) * np.uint64(0x9E3779B97F4A7C15)) >> shift)
+        while table_start[at] >= 0 and (table_start[at] != start or table_end[at] != end):
+            at = (at + 1) & (width - 1)
+        if table_start[at] < 0:
+            table_start[at], table_end[at], table_index[at] = start, end, size
+            hashes[size], value_bits = hash_bytes(pool, start, end)
+            kept[size], lengths[size] = slot, end - start
+            ored |= value_bits
+            size += 1
+        weights[table_index[at]] += 1
+    return hashes[:size], kept[:size], lengths[:size], weights[:size], ored < 0x80
 
 
 @numba.njit(cache=True, nogil=True)
@@ -154,15 +187,17 @@ def _add_split(columns, split_ids, split, counts, sketches, limits, placeholder)
     top_values, distinct_hashes, long_length, placeholder_hash = limits
     unicode = np.zeros(len(firsts), np.bool_)
     for f in range(len(firsts)):
-        hashes, slots, lengths, ascii = _present(
+        hashes, slots, lengths, weights, ascii = _present(
             pool_starts, pool_ends, pool, firsts[f], valid[rows_of[f]], split_ids, split
         )
         if not len(hashes):
             continue
         unicode[f] = not ascii
-        counts[0, f] += len(hashes)
-        counts[1, f] += lengths.sum()
-        unique, value_counts, unique_slots, unique_lengths = _distinct(hashes, slots, lengths)
+        counts[0, f] += weights.sum()
+        counts[1, f] += (lengths * weights).sum()
+        unique, value_counts, unique_slots, unique_lengths = _distinct(
+            hashes, slots, lengths, weights
+        )
         sketches[4][f] = merge_minimums(sketches[4][f], unique, distinct_hashes)
         short = unique_lengths <= long_length
         long_values = value_counts[~short].sum()
@@ -183,9 +218,9 @@ def _add_split(columns, split_ids, split, counts, sketches, limits, placeholder)
 @numba.njit(cache=True, nogil=True)
 def _split_values(pool_starts, pool_ends, pool, first, valid, split_ids, split):
     """A feature's values in a split, end to end: (offsets from 0, bytes)."""
-    _, slots, lengths, _ = _present(pool_starts, pool_ends, pool, first, valid, split_ids, split)
+    slots = _present_slots(first, valid, split_ids, split)
     offsets = np.zeros(len(slots) + 1, np.int64)
-    offsets[1:] = np.cumsum(lengths)
+    offsets[1:] = np.cumsum(pool_ends[slots] - pool_starts[slots])
     data = np.empty(offsets[-1], np.uint8)
     for i in range(len(slots)):
         data[offsets[i] : offsets[i + 1]] = pool[pool_starts[slots[i]] : pool_ends[slots[i]]]
