@@ -101,3 +101,42 @@ def test_the_train_step_adds_the_models_regularization_losses_as_keras_fit_does(
     # zero features: every prediction is the bias 0, a squared error of 1; L2: 10 · (1 + 4)
     assert int(examples) == 4
     assert float(loss) == pytest.approx(1.0 + 50.0)
+
+
+def test_the_train_step_leaves_keras_unconverted_and_converts_a_subclassed_models_call():
+    """Autograph calls Keras 2 (`tf_keras`) unconverted in the train step, as TensorFlow does for
+    `keras` (converting it made every run's first step transpile hundreds of its functions),
+    while a subclassed model's `call` is still converted: its `if` on a tensor traces as a
+    `tf.cond`."""
+    import tensorflow as tf
+    from tensorflow.python.autograph.impl import conversion
+
+    from tfx_tabular.training.task import REGRESSION, Task
+
+    assert conversion.is_allowlisted(keras.layers.Dense(1).__call__)
+
+    class Branching(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.dense = keras.layers.Dense(1)
+
+        def call(self, x, training=None):
+            if tf.reduce_sum(x) > 0:  # a tensor: only autograph makes this a tf.cond
+                return self.dense(x)
+            return -self.dense(x)
+
+    model = Branching()
+    model(tf.ones([1, 2]))  # eagerly: `build` traces `call` without autograph
+    task = Task(REGRESSION)
+    trainable = loop._Trainable(
+        model,
+        keras.optimizers.SGD(0.1),
+        task.loss(),
+        task.metrics(),
+        tf.Variable(0, tf.int64),
+        False,
+    )
+    train_step, _ = loop._step_functions(tf.distribute.get_strategy(), trainable, 4)
+    batch = (tf.ones([4, 2]), tf.ones([4, 1]))
+    loss, examples, _ = train_step(iter(tf.data.Dataset.from_tensors(batch).repeat()))
+    assert int(examples) == 4 and float(loss) >= 0

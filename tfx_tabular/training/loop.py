@@ -51,6 +51,21 @@ from tfx_tabular.training.task import (
 log = logging.getLogger(__name__)
 
 
+def _autograph_skips_tf_keras() -> None:
+    """Autograph calls Keras' own code unconverted, as TensorFlow's rules do for `keras`; Keras 2
+    is the `tf_keras` package, which they do not name, so tracing a train step transpiled
+    hundreds of its functions (10-20 s at every run's first step). Layers still convert a
+    subclassed model's `call`, as under Keras' own `fit`."""
+    from tensorflow.python.autograph.core import config
+
+    rule = config.DoNotConvert("tf_keras")
+    if not any(getattr(r, "_prefix", None) == "tf_keras" for r in config.CONVERSION_RULES):
+        config.CONVERSION_RULES = (rule, *config.CONVERSION_RULES)
+
+
+_autograph_skips_tf_keras()
+
+
 @dataclasses.dataclass
 class EpochStats:
     epoch: int
