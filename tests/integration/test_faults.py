@@ -206,6 +206,18 @@ def test_sigterm_while_planning_ends_convert_with_nothing_written(many_files, tm
     assert not os.path.exists(out)
 
 
+def test_a_crash_mid_conversion_prints_every_threads_stack(many_files, tmp_path):
+    """A segfault (here the signal itself) in the command's compiled code says where it was."""
+    out = str(tmp_path / "out")
+    proc = _start(["convert", many_files, out, "--read-batch-rows", "64"], tmp_path, "crash")
+    _wait_for(proc, lambda: any(os.path.getsize(f) for f in _staged(out)), "wrote a shard")
+    proc.send_signal(signal.SIGSEGV)
+    _, stderr = proc.communicate(timeout=EXIT_BOUND_SECONDS)
+    assert proc.returncode == -signal.SIGSEGV
+    assert "Fatal Python error: Segmentation fault" in stderr, stderr[-3000:]
+    assert stderr.count("Thread 0x") >= 2, stderr[-3000:]  # the converting threads too
+
+
 @pytest.mark.parametrize(
     "signum, beam_args",
     [

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import faulthandler
 import json
 import logging
 import os
@@ -158,10 +159,20 @@ def _stdout_for_json(enabled: bool):
         real.close()
 
 
+def _report_crashes() -> None:
+    """A crash in compiled code (a segfault in a library's threads) prints every thread's Python
+    stack to the standard error's file, which stays open when an interrupt mutes `sys.stderr`:
+    otherwise the process ends with nothing said."""
+    if not faulthandler.is_enabled():
+        with contextlib.suppress(AttributeError, OSError, ValueError):  # no file (in-process)
+            faulthandler.enable(file=sys.__stderr__, all_threads=True)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     # TFX 1.16, TFT and TFMA are Keras 2 code: `tf.keras` is Keras 2 here and in every process
     # this one starts (Beam workers, compiled tasks), before anything imports TensorFlow.
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    _report_crashes()
     argv = list(sys.argv[1:] if argv is None else argv)
     if _print_versions(argv):
         return Exit.OK
