@@ -360,19 +360,26 @@ def test_a_sketch_reads_out_its_items_ascending_with_their_weights(values):
 def string_table(rows: int, seed: int) -> pa.Table:
     """Scalar strings of every sort the block meets: more distinct values than top-k keeps,
     values over 1,024 bytes, invalid UTF-8 and non-ASCII text, empty strings, nulls,
-    dictionary pages (an unused and a repeated entry) and a column without a value."""
+    dictionary pages (an unused and a repeated entry; a larger dictionary whose entries are
+    used by some splits of a batch only, an empty one among them) and a column without a
+    value."""
     rng = np.random.default_rng(seed)
     many = np.array([f"v{i}".encode() for i in range(3_000)], dtype=object)[
         rng.zipf(1.2, rows) % 3_000
     ]
     odd = np.array([b"", b"\xff\xfe", "é".encode(), b"x" * 1_500, b"y" * 1_025, b"ok"], object)
     codes = rng.integers(0, 4, rows)
+    wide = [f"w{i}" if i % 50 else ("" if i == 0 else "ü") for i in range(600)]
+    wide_codes = rng.zipf(1.5, rows) % 700  # codes from 600 on: nulls
     return pa.table(
         {
             "many": pa.array(many, pa.binary(), mask=rng.random(rows) < 0.1),
             "odd": pa.array(odd[rng.integers(0, len(odd), rows)], pa.binary()),
             "coded": dictionary_column(
                 [None if c == 3 else int(c) for c in codes], ["a", "bb", "a", "unused"]
+            ),
+            "coded_wide": dictionary_column(
+                [None if c >= len(wide) else int(c) for c in wide_codes], wide
             ),
             "none": pa.nulls(rows, pa.string()),
             "listed": pa.array([[b"a"]] * rows, pa.list_(pa.binary())),
@@ -402,6 +409,7 @@ def test_scalar_strings_block_gives_the_general_paths_statistics(monkeypatch):
         "many",
         "odd",
         "coded",
+        "coded_wide",
         "none",
     ]
     with_block = published()

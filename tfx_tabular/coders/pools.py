@@ -66,6 +66,11 @@ class ValuePools:
         self.sizes = {Kind.INT: 0, Kind.FLOAT: 0, Kind.BYTES: 0}
         self._data_size = 0
 
+    @property
+    def data_size(self) -> int:
+        """The string bytes added so far: where the next BYTES feature's start."""
+        return self._data_size
+
     def add(self, kind: Kind, fv: FeatureValues) -> int:
         """Adds a feature's values; returns the pool index of its first one."""
         if kind == Kind.BYTES:
@@ -131,9 +136,13 @@ class PooledColumns:
         lists = [i for i, (_, fv) in enumerate(ordered) if not fv.slots]
         self._list_position[lists] = np.arange(len(lists))
         self._list_splits = np.empty((len(lists), rows + 1), dtype=np.int64)
+        # Where each BYTES feature's `data` starts in the string pool's bytes: a dictionary's
+        # entry i is data_starts[f] + values[i] there (0 for other kinds).
+        self.data_starts = np.zeros(len(ordered), dtype=np.int64)
         pools = ValuePools()
         for i, (f, fv) in enumerate(ordered):
             self.valid[i] = fv.valid
+            self.data_starts[i] = pools.data_size
             first = pools.add(f.kind, fv)
             if fv.slots:
                 self.firsts[i] = first

@@ -462,7 +462,9 @@ def add_batch(
                 split.features[feature.name].add(batch, index)
     for kind, at in positions.items():
         if kind == Kind.BYTES:
-            columns = strings.pooled_columns(pooled, at)
+            columns = strings.pooled_columns(
+                pooled, at, [fv for _, fv in values], split_ids, len(splits)
+            )
         else:
             columns = numeric.pooled_columns(pooled, kind, at)
         for index, split_block in enumerate(split_blocks):

@@ -6,9 +6,9 @@ reads the batch's strings, then updates the feature's top-k and distinct-count s
 a dozen Python calls and Arrow arrays; at hundreds of string columns and batches of a thousand
 rows, those calls, contending for the GIL between converting threads, were most of the
 statistics' cost. Here the kernel reads a batch's strings where the encoder pooled them
-(`pools.PooledColumns`: a scalar's row r is slot firsts[f] + r of the string pool), counts
-the present values per distinct pool range (a dictionary-encoded column's rows share their
-entry's range), hashes each range once (`sketches`' hash), counts them per distinct hash, and
+(`pools.PooledColumns`: a scalar's row r is slot firsts[f] + r of the string pool), counts a
+dictionary-encoded column's present values per dictionary code (so each entry is hashed once)
+and hashes other columns' values each, counts them per distinct hash (`sketches`' hash), and
 merges them into the feature's sketches exactly as `FeatureStatistics` does: the same
 sketches, counters and labels.
 
@@ -23,7 +23,7 @@ too (its kernels inline them), or clear its cache.
 
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple
+from typing import Iterator, NamedTuple, Sequence
 
 import numba
 import numpy as np
@@ -31,6 +31,7 @@ from numba import types
 from numba.typed import List
 from tfx_bsl.arrow import array_util
 
+from tfx_tabular.coders.flatten import FeatureValues
 from tfx_tabular.coders.pools import PooledColumns
 from tfx_tabular.statistics.sketches import (
     DistinctCount,
@@ -57,9 +58,9 @@ class Limits(NamedTuple):
 
 
 @numba.njit(cache=True, nogil=True)
-def _distinct(hashes, slots, lengths, weights):
+def _distinct(hashes, starts, ends, weights):
     """Values by hash, each of `weights` occurrences: (distinct hashes ascending, their counts,
-    one slot of each, its length). Deduplicated in an open-addressing table (the hashes are
+    the pool range of each). Deduplicated in an open-addressing table (the hashes are
     uniform), so a column of a few frequent values costs no more than one of many."""
     n = len(hashes)
     width = 1
@@ -82,7 +83,7 @@ def _distinct(hashes, slots, lengths, weights):
         counts[table[at]] += weights[i]
     order = hash_order(unique[:size])
     picked = first[:size][order]
-    return unique[:size][order], counts[:size][order], slots[picked], lengths[picked]
+    return unique[:size][order], counts[:size][order], starts[picked], ends[picked]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -133,73 +134,95 @@ def _present_slots(first, valid, split_ids, split):
     """The pool slots of a feature's values in a split."""
     slots = np.empty(len(valid), np.int64)
     size = 0
-    for r in range(len(valid)):
-        if valid[r] and split_ids[r] == split:
-            slots[size] = first + r
-            size += 1
+    for r in range(len(valid)):  # no branch: rows are split at random
+        slots[size] = first + r
+        size += valid[r] & (split_ids[r] == split)
     return slots[:size]
 
 
 @numba.njit(cache=True, nogil=True)
 def _present(pool_starts, pool_ends, pool, first, valid, split_ids, split):
-    """A feature's values in a split, one per distinct pool range: (hashes, a slot of each,
-    lengths, how many values it holds, whether all are ASCII). A dictionary-encoded column's
-    rows share their entry's range, so each entry is hashed once, not once per row."""
+    """A feature's values in a split, not dictionary-encoded (each its own pool range): (hashes,
+    pool starts and ends, how many values each stands for, whether all are ASCII)."""
     slots = _present_slots(first, valid, split_ids, split)
-    n = len(slots)
-    bits = 1
-    while (1 << bits) < 2 * n:
-        bits += 1
-    width, shift = 1 << bits, np.uint64(64 - bits)
-    # each table entry: the range's start and end (-1: empty), and its index among the distinct
-    table_start = np.full(width, -1, np.int64)
-    table_end = np.empty(width, np.int64)
-    table_index = np.empty(width, np.int64)
-    hashes = np.empty(n, np.uint64)
-    kept = np.empty(n, np.int64)
-    lengths = np.empty(n, np.int64)
-    weights = np.zeros(n, np.int64)
-    size = ored = 0
-    for slot in slots:
-        start, end = pool_starts[slot], pool_ends[slot]
-        # Fibonacci hashing of the range's start: a table entry from its top bits
-        at = np.int64((np.uint64(start) * np.uint64(0x9E3779B97F4A7C15)) >> shift)
-        while table_start[at] >= 0 and (table_start[at] != start or table_end[at] != end):
-            at = (at + 1) & (width - 1)
-        if table_start[at] < 0:
-            table_start[at], table_end[at], table_index[at] = start, end, size
-            hashes[size], value_bits = hash_bytes(pool, start, end)
-            kept[size], lengths[size] = slot, end - start
-            ored |= value_bits
-            size += 1
-        weights[table_index[at]] += 1
-    return hashes[:size], kept[:size], lengths[:size], weights[:size], ored < 0x80
+    starts, ends = pool_starts[slots], pool_ends[slots]
+    hashes = np.empty(len(slots), np.uint64)
+    ored = 0
+    for i in range(len(slots)):
+        hashes[i], value_bits = hash_bytes(pool, starts[i], ends[i])
+        ored |= value_bits
+    return hashes, starts, ends, np.ones(len(slots), np.int64), ored < 0x80
+
+
+@numba.njit(cache=True, nogil=True)
+def _count_entries(codes, valid, entry_at, split_ids, splits):
+    """Each dictionary entry's present rows per split: counts[entry, split], feature f's codes
+    codes[f] (of null rows arbitrary, never read) counting entries entry_at[f]:entry_at[f + 1].
+    One pass per feature for every split."""
+    counts = np.zeros((entry_at[-1], splits), np.int64)
+    for f in range(len(codes)):
+        base = entry_at[f]
+        for r in range(codes.shape[1]):
+            if valid[f, r]:
+                counts[base + codes[f, r], split_ids[r]] += 1
+    return counts
+
+
+@numba.njit(cache=True, nogil=True)
+def _hash_entries(starts, ends, pool, counts):
+    """The hash and bytes OR-ed together of each dictionary entry a row uses (0 for others)."""
+    hashes = np.zeros(len(starts), np.uint64)
+    bits = np.zeros(len(starts), np.uint8)
+    for i in range(len(starts)):
+        used = False
+        for split in range(counts.shape[1]):
+            used |= counts[i, split] > 0
+        if used:
+            hashes[i], bits[i] = hash_bytes(pool, starts[i], ends[i])
+    return hashes, bits
+
+
+@numba.njit(cache=True, nogil=True)
+def _present_coded(entries, coded, split):
+    """`_present` of the dictionary-encoded feature whose entries are coded[0][entries]: one
+    value per entry the split's rows use, standing for their count (`pooled_columns`' entry
+    counts, so each entry was hashed once for every split)."""
+    entry_starts, entry_ends, counts, hashes, bits = coded
+    used = entries[np.flatnonzero(counts[entries, split])]
+    ored = 0
+    for i in used:
+        ored |= bits[i]
+    return hashes[used], entry_starts[used], entry_ends[used], counts[used, split], ored < 0x80
 
 
 @numba.njit(cache=True, nogil=True)
 def _add_split(columns, split_ids, split, counts, sketches, limits, placeholder):
     """Add the rows of `split` of every feature f of `columns` (`pooled_columns`: row r is pool
-    slot firsts[f] + r, present if valid[rows_of[f], r]) to `counts` (a row per FIELDS entry
-    but invalid_utf8) and its `sketches` (top-k hashes, counts, string offsets and bytes;
-    distinct hashes). `limits`: `Limits`' numbers and the placeholder's hash. Returns which
-    features had a value that is not ASCII (their invalid UTF-8 is counted apart)."""
-    pool_starts, pool_ends, pool, firsts, valid, rows_of = columns
+    slot firsts[f] + r, present if valid[rows_of[f], r]; a dictionary-encoded one's entries
+    coded[entries[f, 0]:entries[f, 1]]) to `counts` (a row per FIELDS entry but invalid_utf8)
+    and its `sketches` (top-k hashes, counts, string offsets and bytes; distinct hashes).
+    `limits`: `Limits`' numbers and the placeholder's hash. Returns which features had a value
+    that is not ASCII (their invalid UTF-8 is counted apart)."""
+    pool_starts, pool_ends, pool, firsts, valid, rows_of, entries, coded = columns
     top_values, distinct_hashes, long_length, placeholder_hash = limits
     unicode = np.zeros(len(firsts), np.bool_)
     for f in range(len(firsts)):
-        hashes, slots, lengths, weights, ascii = _present(
-            pool_starts, pool_ends, pool, firsts[f], valid[rows_of[f]], split_ids, split
-        )
+        if entries[f, 0] >= 0:
+            hashes, starts, ends, weights, ascii = _present_coded(
+                np.arange(entries[f, 0], entries[f, 1]), coded, split
+            )
+        else:
+            hashes, starts, ends, weights, ascii = _present(
+                pool_starts, pool_ends, pool, firsts[f], valid[rows_of[f]], split_ids, split
+            )
         if not len(hashes):
             continue
         unicode[f] = not ascii
         counts[0, f] += weights.sum()
-        counts[1, f] += (lengths * weights).sum()
-        unique, value_counts, unique_slots, unique_lengths = _distinct(
-            hashes, slots, lengths, weights
-        )
+        counts[1, f] += ((ends - starts) * weights).sum()
+        unique, value_counts, unique_starts, unique_ends = _distinct(hashes, starts, ends, weights)
         sketches[4][f] = merge_minimums(sketches[4][f], unique, distinct_hashes)
-        short = unique_lengths <= long_length
+        short = unique_ends - unique_starts <= long_length
         long_values = value_counts[~short].sum()
         if long_values:  # as TFDV, top-k counts them as one placeholder value
             only = np.zeros(1, np.int64)
@@ -207,10 +230,9 @@ def _add_split(columns, split_ids, split, counts, sketches, limits, placeholder)
                 sketches, f, top_values, np.full(1, placeholder_hash, np.uint64),
                 np.full(1, long_values, np.int64), only, only + len(placeholder), placeholder,
             )  # fmt: skip
-        kept = unique_slots[short]
         _add_top(
-            sketches, f, top_values, unique[short], value_counts[short], pool_starts[kept],
-            pool_ends[kept], pool,
+            sketches, f, top_values, unique[short], value_counts[short], unique_starts[short],
+            unique_ends[short], pool,
         )  # fmt: skip
     return unicode
 
@@ -227,12 +249,44 @@ def _split_values(pool_starts, pool_ends, pool, first, valid, split_ids, split):
     return offsets, data
 
 
-def pooled_columns(pooled: PooledColumns, positions: np.ndarray) -> tuple:
-    """The scalar string columns at `positions` of a batch's `pooled` features, as
-    `ScalarStrings.add` reads them: (the string pool's starts, ends and bytes, each one's first
-    slot there, the batch's validity, positions)."""
+def pooled_columns(
+    pooled: PooledColumns,
+    positions: np.ndarray,
+    values: Sequence[FeatureValues],
+    split_ids: np.ndarray,
+    splits: int,
+) -> tuple:
+    """The scalar string columns at `positions` of a batch's `pooled` features (`values`, in the
+    same order), as `ScalarStrings.add` reads them for each of `splits` splits (row r in split
+    split_ids[r]): (the string pool's starts, ends and bytes, each one's first slot there, the
+    batch's validity, positions, the range of each one's dictionary entries (-1: not
+    dictionary-encoded) and the entries: pool starts, ends, rows per split, hashes, bytes
+    OR-ed)."""
     _, _, starts, ends, data = pooled.pools
-    return starts, ends, data, pooled.firsts[positions], pooled.valid, positions
+    at = positions.tolist()
+    coded = [i for i, position in enumerate(at) if values[position].codes is not None]
+    dictionaries = [values[at[i]].values for i in coded]
+    sizes = np.array([len(offsets) - 1 for offsets in dictionaries], np.int64)
+    bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    entries = np.full((len(positions), 2), -1, np.int64)
+    entries[coded, 0], entries[coded, 1] = bounds[:-1], bounds[1:]
+    # pool coordinates: each dictionary's offsets plus where its bytes start in the pool
+    bases = np.repeat(pooled.data_starts[positions[coded]], sizes)
+    entry_starts = _joined_or_empty([offsets[:-1] for offsets in dictionaries]) + bases
+    entry_ends = _joined_or_empty([offsets[1:] for offsets in dictionaries]) + bases
+    codes = np.empty((len(coded), pooled.rows), np.int32)
+    for j, i in enumerate(coded):
+        codes[j] = values[at[i]].codes
+    counts = _count_entries(codes, pooled.valid[positions[coded]], bounds, split_ids, splits)
+    hashes, bits = _hash_entries(entry_starts, entry_ends, data, counts)
+    return (
+        starts, ends, data, pooled.firsts[positions], pooled.valid, positions, entries,
+        (entry_starts, entry_ends, counts, hashes, bits),
+    )  # fmt: skip
+
+
+def _joined_or_empty(arrays: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(arrays) if arrays else np.zeros(0, np.int64)
 
 
 _UINT64S, _INT64S, _BYTES = types.uint64[::1], types.int64[::1], types.uint8[::1]
@@ -289,7 +343,7 @@ class ScalarStrings:
         unicode = _add_split(
             columns, split_ids, split, self.counts, self.sketches, self._numbers, self._placeholder
         )
-        starts, ends, data, firsts, valid, rows_of = columns
+        starts, ends, data, firsts, valid, rows_of, _, _ = columns
         for f in np.flatnonzero(unicode):
             strings = binary_array(
                 *_split_values(starts, ends, data, firsts[f], valid[rows_of[f]], split_ids, split)
