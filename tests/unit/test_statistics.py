@@ -129,6 +129,35 @@ def test_exact_fields_do_not_depend_on_batching():
     assert one["s"].string_stats == many["s"].string_stats
 
 
+def test_numeric_blocks_count_each_splits_rows_as_numpy_does():
+    """Rows dealt at random into three splits, batches that start with a NaN, infinities, zeros
+    and nulls: each split's counts and extremes are its own rows' (numpy over them)."""
+    rng = np.random.default_rng(4)
+    n = 7_000
+    x = rng.choice([0.0, 1.5, -2.0, np.nan, np.inf, -np.inf], n, p=[0.3, 0.3, 0.2, 0.1, 0.05, 0.05])
+    x[::700] = np.nan  # each batch's first row
+    null = rng.random(n) < 0.1
+    k = rng.integers(-3, 4, n)
+    table = pa.table({"x": pa.array(x, mask=null), "k": pa.array(k, mask=null[::-1])})
+    features = features_of(table.schema)
+    split_ids = rng.integers(0, 3, n)
+    accumulators = [statistics.SplitStatistics(features) for _ in range(3)]
+    for start, batch in zip(range(0, n, 700), table.to_batches(max_chunksize=700), strict=True):
+        columns = flatten.feature_columns(batch, features)
+        ids = split_ids[start : start + batch.num_rows]
+        statistics.add_batch(accumulators, columns, PooledColumns(columns), ids)
+    for split, accumulator in enumerate(accumulators):
+        got = by_name(statistics.statistics_list(accumulator))
+        for name, values, present in (("x", x, ~null), ("k", k, ~null[::-1])):
+            mine = values[(split_ids == split) & present].astype(np.float64)
+            stats = got[name].num_stats
+            assert stats.common_stats.num_non_missing == len(mine)
+            assert stats.num_zeros == np.sum(mine == 0)
+            assert (stats.min, stats.max) == (np.nanmin(mine), np.nanmax(mine))
+            histogram = next(h for h in stats.histograms if h.type == h.STANDARD)
+            assert histogram.num_nan == np.sum(np.isnan(mine))
+
+
 def test_parts_of_other_features_merge_as_their_features():
     """Scalar numeric blocks merge as arrays when their features are the same; parts whose
     blocks hold other features (a column more) are folded first: the same statistics."""

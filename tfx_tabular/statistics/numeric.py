@@ -65,15 +65,17 @@ def _add_split(pool, starts, valid, rows_of, split_ids, split, state, items, siz
     (`scratch`: kll.STORE items)."""
     chosen = np.empty(valid.shape[1], np.float64)
     for f in range(len(starts)):
-        size = present = nan = pos_inf = zeros = 0
+        nan = pos_inf = zeros = 0
         low = finite_low = np.inf
         high = finite_high = -np.inf
         start, row = starts[f], rows_of[f]
-        for r in range(valid.shape[1]):
-            if not valid[row, r] or split_ids[r] != split:
-                continue
-            present += 1
-            x = float(pool[start + r])
+        present = 0
+        for r in range(valid.shape[1]):  # no branch: rows are split at random
+            chosen[present] = float(pool[start + r])
+            present += valid[row, r] & (split_ids[r] == split)
+        size = 0
+        for i in range(present):
+            x = chosen[i]
             if np.isnan(x):
                 nan += 1
                 continue
