@@ -6,6 +6,7 @@ import datetime
 import decimal
 import glob
 import math
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -258,3 +259,74 @@ def test_string_domains_are_written_as_lists_and_read_back_exactly(tmp_path):
     assert text.count("value: [") == 3 and 'value: "' not in text
     assert text_format.Parse(text, schema_pb2.Schema()) == schema
     assert schemas.load_schema(path) == schema
+
+
+LISTED = """feature {
+  name: "s"
+  type: BYTES
+  string_domain {
+    value: "before"
+    value: [
+      "a\\"b",
+      "\\303\\251"
+    ]
+    value: "after"
+  }
+}
+feature {
+  name: "nested"
+  type: STRUCT
+  struct_domain {
+    feature {
+      name: "inner"
+      string_domain {
+        value: [
+          "x"
+        ]
+      }
+    }
+  }
+}
+string_domain {
+  name: "shared"
+  value: [
+    "p",
+    "q"
+  ]
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        LISTED,
+        # lists of other shapes: protobuf's parser reads them, and raises its own errors
+        LISTED.replace('"q"\n', '"q",\n'),
+        LISTED.replace('"p",\n', '"p", "r",\n'),
+        LISTED.replace('"p",\n', '# a comment\n    "p",\n'),
+        LISTED.replace('"p",', "'p',"),
+        LISTED + "feature {\n  name: 1 2\n}\n",
+        LISTED.replace('"x"', '"\\377"'),
+    ],
+)
+def test_schema_files_read_as_protobufs_parser_reads_them(tmp_path, text):
+    """Listed string domains (in features, struct domains and the schema) read apart, in order
+    with other values; text it does not read so gives protobuf's own message or error."""
+    from google.protobuf import text_format
+
+    from tfx_tabular import schemas
+    from tfx_tabular.schemas import text as text_module
+
+    path = tmp_path / "schema.pbtxt"
+    path.write_text(text)
+    try:
+        expected = text_format.Parse(text, schema_pb2.Schema())
+    except text_format.ParseError as e:
+        with pytest.raises(text_format.ParseError, match=re.escape(str(e))):
+            schemas.load_schema(str(path))
+        return
+    assert schemas.load_schema(str(path)) == expected
+    if text == LISTED:  # read apart, not left to protobuf's parser
+        assert text_module._parse_with_lists_apart(text) == expected
+        assert list(expected.feature[0].string_domain.value) == ["before", 'a"b', "é", "after"]
