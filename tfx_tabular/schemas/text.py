@@ -20,8 +20,9 @@ _VALUE_LIST = re.compile(
     re.MULTILINE,
 )
 _STRING = re.compile(rf"^[ \t]*({_QUOTED}),?$", re.MULTILINE)
-# What stands for the i-th list in the text protobuf parses: a NUL, which no writer's domain
-# value starts with.
+# What stands for the i-th list in the text protobuf parses (as written there, and as parsed):
+# it starts with a NUL, which no writer's domain value starts with.
+_PLACEHOLDER_TEXT = "\\000tfx-tabular value list "
 _PLACEHOLDER = "\x00tfx-tabular value list "
 
 
@@ -63,7 +64,7 @@ def _parse_with_lists_apart(text: str):
 
     def cut(match: re.Match) -> str:
         lists.append(match.group("body"))
-        return f'{match.group("indent")}value: "\\000{_PLACEHOLDER[1:]}{len(lists) - 1}"'
+        return f'{match.group("indent")}value: "{_PLACEHOLDER_TEXT}{len(lists) - 1}"'
 
     shortened = _VALUE_LIST.sub(cut, text)
     if not lists:
@@ -79,8 +80,6 @@ def _parse_with_lists_apart(text: str):
 
 def _fill(domain, lists: list[str]) -> int:
     """Put the listed values in place of their placeholders in a StringDomain; how many."""
-    if not any(value.startswith(_PLACEHOLDER) for value in domain.value):
-        return 0
     values, filled = [], 0
     for value in domain.value:
         if value.startswith(_PLACEHOLDER):
@@ -88,8 +87,9 @@ def _fill(domain, lists: list[str]) -> int:
             filled += 1
         else:
             values.append(value)
-    del domain.value[:]
-    domain.value.extend(values)
+    if filled:
+        del domain.value[:]
+        domain.value.extend(values)
     return filled
 
 

@@ -183,12 +183,12 @@ def _hash_entries(starts, ends, pool, counts):
 
 
 @numba.njit(cache=True, nogil=True)
-def _present_coded(entries, coded, split):
-    """`_present` of the dictionary-encoded feature whose entries are coded[0][entries]: one
+def _present_coded(first, end, coded, split):
+    """`_present` of the dictionary-encoded feature whose entries are first:end of `coded`: one
     value per entry the split's rows use, standing for their count (`pooled_columns`' entry
     counts, so each entry was hashed once for every split)."""
     entry_starts, entry_ends, counts, hashes, bits = coded
-    used = entries[np.flatnonzero(counts[entries, split])]
+    used = first + np.flatnonzero(counts[first:end, split])
     ored = 0
     for i in used:
         ored |= bits[i]
@@ -209,7 +209,7 @@ def _add_split(columns, split_ids, split, counts, sketches, limits, placeholder)
     for f in range(len(firsts)):
         if entries[f, 0] >= 0:
             hashes, starts, ends, weights, ascii = _present_coded(
-                np.arange(entries[f, 0], entries[f, 1]), coded, split
+                entries[f, 0], entries[f, 1], coded, split
             )
         else:
             hashes, starts, ends, weights, ascii = _present(
