@@ -89,17 +89,19 @@ def _keys_and_lists(schema) -> dict:
     return {name: spec[name] for name in ("key", "nested")}
 
 
-def _records(batch, features, batch_rows: int, pieces: int) -> tuple[list, columnar.ColumnarLayout]:
-    """Columnar records of `batch`, added in `pieces` row selections as a conversion adds a
-    shard's read batches."""
+def _records(
+    batch, features, batch_rows: int, pieces: int, strings: bool = False
+) -> tuple[list, columnar.ColumnarLayout]:
+    """Columnar records of `batch` (with its `strings` or not), added in `pieces` row selections
+    as a conversion adds a shard's read batches."""
     order = flatten.written_order(features)
-    buffer = columnar.RecordBuffer(order, batch_rows)
+    buffer = columnar.RecordBuffer(order, batch_rows, strings)
     records, fingerprints = [], StringFingerprints()
     for rows in np.array_split(np.arange(batch.num_rows), pieces):
         pooled = PooledColumns(flatten.feature_columns(batch, features), fingerprints)
         records.extend(buffer.add(pooled, rows))
     records.extend(buffer.flush())
-    layout = columnar.layout_of(order, batch_rows, {"train": batch.num_rows})
+    layout = columnar.layout_of(order, batch_rows, {"train": batch.num_rows}, strings)
     return [r.tobytes()[12:-4] for r in records], layout
 
 
@@ -145,17 +147,22 @@ def _by_key(tensor, keys: list[int]) -> list:
     return [row for _, row in sorted(zip(keys, rows, strict=True), key=lambda kv: kv[0])]
 
 
+# Forms read: the integer form, the exact form from records holding the strings, the exact
+# form's numbers only from records without them.
+STRINGS, NUMBERS = "exact, strings held", "exact, numbers only"
+
+
 @pytest.mark.parametrize(
     "batch_rows, pieces, batch_size, form_name",
     [
         (8, 3, 8, INTEGERS),
-        (4, 1, 34, EXACT),
+        (4, 1, 34, STRINGS),
         # the other cases in `make test` only: each costs seconds of tracing
         *[
             pytest.param(*shape, form, marks=pytest.mark.slow)
             for shape in [(8, 3, 8), (4, 1, 34), (16, 1, 32), (100, 4, 50), (1, 2, 3), (10, 2, 6)]
-            for form in (INTEGERS, EXACT)
-            if (*shape, form) not in ((8, 3, 8, INTEGERS), (4, 1, 34, EXACT))
+            for form in (INTEGERS, STRINGS, NUMBERS)
+            if (*shape, form) not in ((8, 3, 8, INTEGERS), (4, 1, 34, STRINGS))
         ],
     ],
 )
@@ -163,15 +170,15 @@ def test_columnar_batches_read_as_the_per_row_records_parse_in_either_form(
     data, batch_rows, pieces, batch_size, form_name
 ):
     """Every row once (in another order than the per-row records), every kind as the per-row
-    parse gives it, turned into the form (the exact form: without strings, which the records
-    hold as fingerprints)."""
+    parse gives it, turned into the form (the exact form: its strings from records holding
+    them, or only its numbers)."""
     batch, features, schema, per_row = data
     spec = feature_spec(schema)
-    if form_name == EXACT:
+    if form_name == NUMBERS:
         spec = {k: v for k, v in spec.items() if v.dtype != tf.string}
-    form = _form(form_name, schema, spec)
+    form = _form(INTEGERS if form_name == INTEGERS else EXACT, schema, spec)
     expected = form.from_parsed({k: v for k, v in per_row.items() if k in spec})
-    records, layout = _records(batch, features, batch_rows, pieces)
+    records, layout = _records(batch, features, batch_rows, pieces, form_name == STRINGS)
     assert len(records) == -(-ROWS // batch_rows)
     got = _read(records, layout, spec, form, batch_size)
     assert set(got) == set(expected)
@@ -232,6 +239,26 @@ def test_training_batches_have_the_size_asked_and_mix_several_records_runs(data)
     mixed = [len({k // 8 for k in epochs[0][i : i + 6]}) for i in range(0, len(epochs[0]), 6)]
     assert max(mixed) >= 3
     assert epochs[0] != epochs[1]
+
+
+@pytest.mark.parametrize("group_records", [4, 16])
+def test_training_mixes_the_strings_with_their_rows(data, group_records):
+    """Strings made from the records' bytes after their places are mixed: each row's strings
+    are still its own, in groups of full records (run-major) and in one holding a shorter
+    record."""
+    batch, features, schema, per_row = data
+    spec = feature_spec(schema)
+    spec = {n: e for n, e in spec.items() if e.dtype == tf.string or n == "key"}
+    assert len(spec) >= 3
+    form = _form(EXACT, schema, spec)
+    records, layout = _records(batch, features, 8, 2, strings=True)
+    got = _read(records, layout, spec, form, 6, training=True, group_records=group_records)
+    keys = _keys(got)
+    assert len(keys) == len(set(keys)) == ROWS // 6 * 6
+    assert keys != sorted(keys)
+    for name in spec:
+        expected = _as_lists(per_row[name])
+        assert _as_lists(got[name]) == [expected[k] for k in keys], name
 
 
 def test_a_group_holding_a_shorter_record_is_shuffled_row_by_row(data):
@@ -335,17 +362,20 @@ def test_a_layout_of_another_version_is_refused_naming_the_file():
         columnar.ColumnarLayout.from_json(text, "gs://b/columnar/columnar.json")
 
 
-def test_exact_strings_uniform_partitions_and_sparse_features_are_read_per_row(data):
-    _, _, schema, _ = data
-    integers = _form(INTEGERS, schema, {})
-    assert reader.unreadable({"a": tf.io.RaggedFeature(tf.int64)}, integers) is None
+def test_uniform_partitions_sparse_features_and_strings_not_held_are_read_per_row(data):
+    batch, features, schema, _ = data
+    assert reader.unreadable({"a": tf.io.RaggedFeature(tf.int64)}) is None
     uniform = tf.io.RaggedFeature(tf.int64, partitions=[tf.io.RaggedFeature.UniformRowLength(2)])
-    assert "partition" in reader.unreadable({"a": uniform}, integers)
+    assert "partition" in reader.unreadable({"a": uniform})
     sparse = tf.io.SparseFeature("i", "v", tf.float32, 4)
-    assert "cannot give" in reader.unreadable({"a": sparse}, integers)
+    assert "cannot give" in reader.unreadable({"a": sparse})
     spec = {"city": tf.io.RaggedFeature(tf.string)}
-    assert "fingerprints" in reader.unreadable(spec, _form(EXACT, schema, spec))
-    assert reader.unreadable(spec, _form(INTEGERS, schema, spec)) is None
+    exact, integers = _form(EXACT, schema, spec), _form(INTEGERS, schema, spec)
+    _, fingerprints_only = _records(batch, features, 8, 1)
+    _, with_strings = _records(batch, features, 8, 1, strings=True)
+    assert "columnar_strings" in reader.strings_missing(fingerprints_only, exact)
+    assert reader.strings_missing(with_strings, exact) is None
+    assert reader.strings_missing(fingerprints_only, integers) is None
 
 
 def test_a_table_without_a_kind_of_value_reads_as_the_per_row_records_parse(tmp_path):
@@ -412,7 +442,7 @@ def test_data_smaller_than_a_batch_still_trains_in_one_shorter_batch(data):
 def test_a_spec_of_more_features_than_the_reader_takes_is_read_per_row(data):
     _, _, schema, _ = data
     spec = {f"f{i}": tf.io.FixedLenFeature([1], tf.int64) for i in range(reader.MAX_FEATURES + 1)}
-    reason = reader.unreadable(spec, _form(INTEGERS, schema, spec))
+    reason = reader.unreadable(spec)
     assert (
         reason == f"{reader.MAX_FEATURES + 1} features, more than the 256 the columnar reader takes"
     )

@@ -40,6 +40,7 @@ CONVERSION_FLAGS = {
         "read_batch_rows",
         "read_batch_bytes",
         "columnar_batch_rows",
+        "columnar_strings",
     ),
 }
 # ParquetSchemaGen's parameters infer-schema's flags set.

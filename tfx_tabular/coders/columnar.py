@@ -12,9 +12,13 @@ mapping (values features and ragged row-length partitions alike), bytes values o
   order (row r is bit r % 8 of byte r // 8; the last byte's unused bits 0).
 * ``o<i>`` (list features only): the rows' offsets into the values, int64, rows + 1 of them,
   the first 0: the row splits themselves, so a reader needs no cumulative sum.
+* ``b<i>`` and ``e<i>`` (BYTES features, only in records written with `strings`): the strings
+  themselves, for a reader that wants them exactly (a stock `run_fn`, a Transform graph): their
+  bytes laid end to end, and where each ends there, int32, one more than the values (the first
+  0). A null scalar's string is empty.
 
-So a reader decodes every column with one `decode_raw` and never sees a string: the trainer gets
-integers and floats only (see `tfx_tabular.training.columnar`). Features are keyed by their index
+So a reader decodes every column with one `decode_raw` and, unless it asks for the strings, never
+sees one: the trainer gets integers and floats only (see `tfx_tabular.training.columnar`). Features are keyed by their index
 in the layout (``columnar.json``), so no column name, however awkward, needs escaping.
 
 A split's rows are staged as each read batch comes (`RecordBuffer.add`: the scalars by one
@@ -73,14 +77,24 @@ def offsets_key(index: int) -> str:
     return f"o{index}"
 
 
+def string_bytes_key(index: int) -> str:
+    return f"b{index}"
+
+
+def string_ends_key(index: int) -> str:
+    return f"e{index}"
+
+
 @dataclasses.dataclass(frozen=True)
 class ColumnarLayout:
     """What a columnar payload holds: `features` (name, kind, shape) in key order, rows per
-    record and rows per split. Readers refuse a `version` they do not know."""
+    record, rows per split, and whether the records hold the strings too (`strings`). Readers
+    refuse a `version` they do not know."""
 
     batch_rows: int
     features: tuple[tuple[str, int, str], ...]
     rows: dict
+    strings: bool = False
     version: int = LAYOUT_VERSION
 
     def to_json(self) -> str:
@@ -92,6 +106,7 @@ class ColumnarLayout:
                     {"name": n, "kind": Kind(k).name, "shape": s} for n, k, s in self.features
                 ],
                 "rows": self.rows,
+                "strings": self.strings,
             },
             indent=1,
         )
@@ -107,12 +122,15 @@ class ColumnarLayout:
                 "Examples (input_fn(..., columnar_batches=False))"
             )
         features = tuple((f["name"], int(Kind[f["kind"]]), f["shape"]) for f in data["features"])
-        return cls(int(data["batch_rows"]), features, dict(data["rows"]), version)
+        strings = bool(data.get("strings", False))
+        return cls(int(data["batch_rows"]), features, dict(data["rows"]), strings, version)
 
 
-def layout_of(features: Sequence[Feature], batch_rows: int, rows: dict) -> ColumnarLayout:
+def layout_of(
+    features: Sequence[Feature], batch_rows: int, rows: dict, strings: bool = False
+) -> ColumnarLayout:
     return ColumnarLayout(
-        batch_rows, tuple((f.name, int(f.kind), shape_of(f)) for f in features), rows
+        batch_rows, tuple((f.name, int(f.kind), shape_of(f)) for f in features), rows, strings
     )
 
 
@@ -163,6 +181,54 @@ def _staged_list(batch: PooledColumns, f: int, kind: Kind, rows: np.ndarray) -> 
     np.cumsum(lengths, out=offsets[1:])
     values = _pool_of(batch, kind)[_ranges(starts, lengths)]
     return _List(values.astype(VALUE_DTYPES[kind], copy=False), offsets)
+
+
+@numba.njit(cache=True, nogil=True)
+def _copy_ranges(data, starts, lengths, out):
+    """data[starts[j]:starts[j] + lengths[j]] for each j, laid end to end into `out`."""
+    at = 0
+    for j in range(len(starts)):
+        start = starts[j]
+        for k in range(lengths[j]):
+            out[at + k] = data[start + k]
+        at += lengths[j]
+
+
+def _staged_strings(batch: PooledColumns, f: int, scalar: bool, rows: np.ndarray) -> _List:
+    """The strings of rows `rows` of BYTES feature `f` of a batch (a scalar's one a row, a
+    null's empty; a list's values), as their bytes (`values`) and lengths (`offsets`)."""
+    firsts, positions, list_splits, valid = batch.rows_of
+    _, _, starts, ends, data = batch.pools
+    at = positions[f]
+    if at < 0:  # a scalar's slots
+        slots, present = firsts[f] + rows, valid[f, rows]
+    else:
+        first = list_splits[at, rows]
+        counts = np.where(valid[f, rows], list_splits[at, rows + 1] - first, 0)
+        # a scalar pooled as a list of at most one value: no value is a null
+        slots, present = (first, counts > 0) if scalar else (_ranges(first, counts), True)
+    if not len(starts):
+        return _List(np.zeros(0, np.uint8), np.zeros(len(slots), np.int64))
+    # "clip": a null's slot may be past the pool's end (its string is never read)
+    begins = starts.take(slots, mode="clip")
+    lengths = np.where(present, ends.take(slots, mode="clip") - begins, 0)
+    out = np.empty(int(lengths.sum()), np.uint8)
+    _copy_ranges(data, begins, lengths, out)
+    return _List(out, lengths)
+
+
+def _string_columns(parts: Sequence[_List], name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Staged strings (bytes, lengths) → a record's bytes and int32 ends (the first 0)."""
+    data = np.concatenate([p.values for p in parts]) if parts else np.zeros(0, np.uint8)
+    if len(data) > np.iinfo(np.int32).max:
+        raise ValueError(
+            f"feature {name!r}: a columnar record's strings hold more than 2 GiB; write "
+            "fewer columnar_batch_rows"
+        )
+    lengths = np.concatenate([p.offsets for p in parts]) if parts else np.zeros(0, np.int64)
+    ends = np.zeros(len(lengths) + 1, np.dtype("<i4"))
+    np.cumsum(lengths, out=ends[1:])
+    return data, ends
 
 
 def _joined(lists: Sequence[_List]) -> _List:
@@ -218,10 +284,12 @@ def frame_record(values: Sequence[tuple[bytes, np.ndarray]]) -> np.ndarray:
 class RecordBuffer:
     """One split's rows waiting to become records of `batch_rows` rows, staged as they come (a
     read batch is let go at once): scalars into one array per value dtype, a row per feature
-    (a compiled gather per batch), lists as their values and offsets."""
+    (a compiled gather per batch), lists as their values and offsets; with `strings`, each
+    BYTES feature's strings as their bytes and lengths too."""
 
-    def __init__(self, features: Sequence[Feature], batch_rows: int):
+    def __init__(self, features: Sequence[Feature], batch_rows: int, strings: bool = False):
         self._batch_rows = batch_rows
+        self._names = [f.name for f in features]
         kinds = [Kind(f.kind) for f in features]
         scalars = [shape_of(f) == SCALAR for f in features]
         self._keys = [
@@ -252,6 +320,11 @@ class RecordBuffer:
         for i, (f, _) in enumerate(self._lists):
             self._where[f] = ("list", i)
         self._pending: list[list[_List]] = [[] for _ in self._lists]
+        # (feature, scalar) of the BYTES features whose strings are staged
+        self._strings = [
+            (f, scalars[f]) for f, k in enumerate(kinds) if strings and k == Kind.BYTES
+        ]
+        self._pending_strings: list[list[_List]] = [[] for _ in self._strings]
         self._rows = 0
         self.records = 0
 
@@ -283,6 +356,8 @@ class RecordBuffer:
         for i, (f, kind) in enumerate(self._lists):
             self._valid[f, self._rows : self._rows + len(rows)] = valid[f, rows]
             self._pending[i].append(_staged_list(batch, f, kind, rows))
+        for i, (f, scalar) in enumerate(self._strings):
+            self._pending_strings[i].append(_staged_strings(batch, f, scalar, rows))
         self._rows += len(rows)
 
     def _record(self) -> np.ndarray:
@@ -298,5 +373,9 @@ class RecordBuffer:
             else:
                 column = lists[where[1]]
                 values += [(v, column.values), (m, bits[f]), (o, column.offsets)]
+        for i, (f, _) in enumerate(self._strings):
+            data, ends = _string_columns(self._pending_strings[i], self._names[f])
+            values += [(string_bytes_key(f).encode(), data), (string_ends_key(f).encode(), ends)]
+        self._pending_strings = [[] for _ in self._strings]
         self.records += 1
         return frame_record(values)

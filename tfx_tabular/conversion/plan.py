@@ -167,6 +167,9 @@ class OutputOptions:
     # Off unless asked: only `tfx_tabular.input_fn` reads them, and they cost conversion time
     # (`create_pipeline` asks for them, its trainer being TabularTrainer).
     columnar_batch_rows: int = 0
+    # Also the strings themselves in the columnar records, for a trainer that reads them exactly
+    # (a stock run_fn, a Transform graph): they cost disk and conversion time.
+    columnar_strings: bool = False
 
     def __post_init__(self):
         if self.compression not in COMPRESSIONS:

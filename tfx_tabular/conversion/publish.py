@@ -155,7 +155,10 @@ def _move_columnar(
             FileSystems.mkdirs(target_dir)
     FileSystems.rename(sources, targets)
     layout = columnar.layout_of(
-        flatten.written_order(dataset.features), options.columnar_batch_rows, rows
+        flatten.written_order(dataset.features),
+        options.columnar_batch_rows,
+        rows,
+        options.columnar_strings,
     )
     with FileSystems.create(posixpath.join(folder, columnar.LAYOUT_FILE)) as handle:
         handle.write(layout.to_json().encode())

@@ -191,7 +191,10 @@ class _ColumnarBatches:
     def __init__(self, features, writers: list[_FileWriter], options: OutputOptions):
         order = flatten.written_order(features)
         self._writers = writers
-        self._buffers = [columnar.RecordBuffer(order, options.columnar_batch_rows) for _ in writers]
+        self._buffers = [
+            columnar.RecordBuffer(order, options.columnar_batch_rows, options.columnar_strings)
+            for _ in writers
+        ]
 
     def add(self, pooled: PooledColumns, split_ids: np.ndarray) -> None:
         if not self._writers:

@@ -183,6 +183,18 @@ class PipelineConfig:
         return self.columnar_batch_rows
 
     @property
+    def trainer_columnar_strings(self) -> bool:
+        """Whether ParquetExampleGen's columnar batches also hold the strings: when the Trainer
+        reads exact strings (`input_form` "exact", or unset with a `model_fn` or Transform)."""
+        if not self.trainer_columnar_batch_rows:
+            return False
+        if self.input_form is not None:
+            from tfx_tabular.training.config import EXACT
+
+            return self.input_form == EXACT
+        return self.model_fn is not None or self.with_transform
+
+    @property
     def validates_examples(self) -> bool:
         """Stock ExampleValidator runs only when example statistics were asked for."""
         return self.with_example_statistics not in (None, False)
@@ -233,7 +245,8 @@ def create_pipeline(
     pass; False computes none (the schema is then the footers', and a string label needs
     `sample_statistics` or its classes in `curated_schema`). `columnar_batch_rows` (default
     `columnar.DEFAULT_BATCH_ROWS`, as TabularTrainer reads them; 0: per-row Examples only) sets
-    ParquetExampleGen's columnar batch records. `data_service` (a tf.data service
+    ParquetExampleGen's columnar batch records; they hold the strings too when the Trainer reads
+    them exactly (its input form is exact). `data_service` (a tf.data service
     dispatcher's HOST:PORT) has its input workers read the Trainer's train split. `input_form`
     ("integers" or "exact"; default: integers for the reference model, exact for `model_fn` or
     with Transform) is how the Trainer's input hands features to the model."""
@@ -283,6 +296,7 @@ def _data_components(config: PipelineConfig) -> list:
         eval_last_partitions=config.eval_last_partitions,
         compute_example_statistics=source == "ours",  # nobody reads them otherwise
         columnar_batch_rows=config.trainer_columnar_batch_rows,
+        columnar_strings=config.trainer_columnar_strings,
     )
     components = [example_gen]
     statistics = example_gen.outputs["statistics"] if source == "ours" else None

@@ -157,7 +157,7 @@ def _convert_file(dataset: Dataset, info, splits: list, key_features) -> None:
     batches, split by record hash and by key columns, gather a split, write its columnar
     records (several read batches to a record), count statistics."""
     order = flatten.written_order(dataset.features)
-    records = columnar.RecordBuffer(order, COLUMNAR_ROWS)
+    records = columnar.RecordBuffer(order, COLUMNAR_ROWS, strings=True)
     fingerprints = pools.StringFingerprints()
     for batch in read_batches(
         dataset, info, range(len(info.row_group_rows)), ROWS, string_dictionaries=True

@@ -15,7 +15,9 @@ read once, in a fixed order (not the per-row records' order), the rows left at t
 shorter batch.
 
 The features come in the input form asked (`forms`): the integer form as the records hold it,
-the exact form with nullable scalars as ragged rows (strings cannot be read exactly from here).
+the exact form with nullable scalars as ragged rows, its strings made from the records' string
+bytes, where they hold them (`columnar_strings`): a group's scalar strings are made once its
+rows are mixed (their places are mixed, one `substr` then makes them), a list's at once.
 
 Where `input_fn` finds the payload: in the `columnar/` folder of the Examples artifact whose
 `Split-<name>` folder holds the per-row shards it was given (all of them: a subset of the shards
@@ -89,8 +91,8 @@ def find_payload(files: Sequence[str]) -> Optional[Payload]:
     return _payload_of(match.group("uri") or ".", match.group("split"))
 
 
-def unreadable(spec: dict, form: InputForm) -> Optional[str]:
-    """Why columnar batches cannot give the spec's tensors in `form`, or None if they can."""
+def unreadable(spec: dict) -> Optional[str]:
+    """Why columnar batches cannot give the spec's tensors, or None if they can."""
     for name, entry in spec.items():
         if isinstance(entry, tf.io.RaggedFeature):
             if any(not isinstance(p, tf.io.RaggedFeature.RowLengths) for p in entry.partitions):
@@ -99,13 +101,18 @@ def unreadable(spec: dict, form: InputForm) -> Optional[str]:
             return f"feature {name!r} has a parsing spec entry columnar batches cannot give"
     if len(spec) > MAX_FEATURES:
         return f"{len(spec)} features, more than the {MAX_FEATURES} the columnar reader takes"
-    if not form.integers and form.strings:
-        first = sorted(form.strings)[0]
-        return (
-            f"input_form='exact' asks for strings ({first!r}, ...), and columnar batches hold "
-            "their fingerprints"
-        )
     return None
+
+
+def strings_missing(layout: columnar.ColumnarLayout, form: InputForm) -> Optional[str]:
+    """Why these columnar batches cannot give the form's strings, or None if they can."""
+    if form.integers or not form.strings or layout.strings:
+        return None
+    first = sorted(form.strings)[0]
+    return (
+        f"input_form='exact' asks for strings ({first!r}, ...), and these columnar batches hold "
+        "only their fingerprints (ParquetExampleGen's columnar_strings adds them)"
+    )
 
 
 def _keys_of(spec: dict, names: dict) -> dict:
@@ -154,14 +161,19 @@ class GroupDecoder:
         for name in form.dense_scalars & set(spec):
             if not self._scalar[self._keys[name][0]]:
                 raise ValueError(f"feature {name!r} is a list in the columnar batches")
+        # Features read as their strings (the exact form, from records that hold them).
+        strings = layout.strings and not form.integers
+        self._strings = {n for n in self.needed if strings and self._kinds[n] == Kind.BYTES}
         # A column whose bytes say how many rows each record holds.
         first = self.needed[0]
         i = self._index[first]
-        if self._scalar[first]:
-            self._row_key = columnar.values_key(i)
-            self._row_key_bytes = _DTYPES[self._kinds[first]].size
-        else:  # its offsets: rows + 1 of them
-            self._row_key, self._row_key_bytes = columnar.offsets_key(i), 8
+        # (key, bytes a row, rows + this many items)
+        if self._scalar[first] and first in self._strings:  # its ends
+            self._row_key = (columnar.string_ends_key(i), 4, 1)
+        elif self._scalar[first]:
+            self._row_key = (columnar.values_key(i), _DTYPES[self._kinds[first]].size, 0)
+        else:  # its offsets
+            self._row_key = (columnar.offsets_key(i), 8, 1)
         self._masked = {
             self._keys[name][0]
             for name, entry in spec.items()
@@ -183,12 +195,15 @@ class GroupDecoder:
         keys = []
         for name in self.needed:
             i = self._index[name]
-            keys.append(columnar.values_key(i))
+            if name in self._strings:
+                keys += [columnar.string_bytes_key(i), columnar.string_ends_key(i)]
+            else:
+                keys.append(columnar.values_key(i))
             if name in self._masked:
                 keys.append(columnar.mask_key(i))
             if not self._scalar[name]:
                 keys.append(columnar.offsets_key(i))
-        keys = sorted(set(keys) | {self._row_key})
+        keys = sorted(set(keys) | {self._row_key[0]})
         return tf.io.parse_example(
             serialized, {k: tf.io.FixedLenFeature([], tf.string) for k in keys}
         )
@@ -198,31 +213,40 @@ class GroupDecoder:
         record (see the class docstring). One branch for the whole group, not one per column (a
         `cond` is a function call): all records of `batch_rows` rows, or not."""
         raw = self._parse(serialized)
-        rows = tf.strings.length(raw[self._row_key]) // self._row_key_bytes
-        if not self._scalar[self.needed[0]]:
-            rows -= 1
+        key, item_bytes, extra = self._row_key
+        rows = tf.strings.length(raw[key]) // item_bytes - extra
         full = tf.reduce_all(tf.equal(rows, self.batch_rows))
         return tf.cond(
             full, lambda: self._decoded(raw, rows, True), lambda: self._decoded(raw, rows, False)
         )
 
     def _decoded(self, raw: dict, rows: tf.Tensor, full: bool) -> dict:
-        values, present, lists = {}, {}, {}
+        values, present, lists, strings = {}, {}, {}, {}
         aligned = full and self.batch_rows % 8 == 0
         positions = None if aligned or not self._masked else _bit_positions(rows)
         for name in self.needed:
             i = self._index[name]
             scalar = self._scalar[name]
-            flat = _flat(raw[columnar.values_key(i)], _DTYPES[self._kinds[name]], full and scalar)
             if name in self._masked:
                 present[name] = _bits(raw[columnar.mask_key(i)], positions)
-            if scalar:
-                values[name] = flat
-                continue
-            offsets = raw[columnar.offsets_key(i)]
-            splits = _joined_splits(offsets, raw[columnar.values_key(i)], flat.dtype.size)
+            if name in self._strings:
+                blob = raw[columnar.string_bytes_key(i)]
+                located = _located(blob, raw[columnar.string_ends_key(i)], full and scalar)
+                if scalar:  # made once cut into batches: their places are mixed and cut
+                    strings[name] = located
+                    continue
+                flat, counts = _made(located), tf.strings.length(raw[columnar.string_ends_key(i)])
+                counts = counts // 4 - 1
+            else:
+                raw_values = raw[columnar.values_key(i)]
+                flat = _flat(raw_values, _DTYPES[self._kinds[name]], full and scalar)
+                if scalar:
+                    values[name] = flat
+                    continue
+                counts = tf.strings.length(raw_values) // flat.dtype.size
+            splits = _joined_splits(raw[columnar.offsets_key(i)], counts)
             lists[name] = {"values": flat, "splits": splits}
-        return {"values": values, "present": present, "lists": lists}
+        return {"values": values, "present": present, "lists": lists, "strings": strings}
 
     def mixed(self, rows: dict, seed: Optional[int]) -> dict:
         """A group's rows mixed (see the module docstring): in runs of `run_rows`, run-major,
@@ -257,15 +281,15 @@ class GroupDecoder:
         out = {}
         for name, entry in self._spec.items():
             keys = self._keys[name]
-            value = values[keys[0]]
+            value = values.get(keys[0])
             if name in self._form.dense_scalars and self._form.integers:
                 out[name], out[present_key(name)] = value[:, None], present[keys[0]][:, None]
                 continue
             if self._scalar[keys[0]]:
-                if keys[0] not in self._masked:  # the slots are the tensor
+                value = self._scalar_rows(keys[0], value, present, rows["strings"])
+                if not isinstance(value, tf.RaggedTensor):  # the slots are the tensor
                     out[name] = tf.reshape(value, [-1, *[int(d) for d in entry.shape]])
                     continue
-                value = _ragged_scalar(value, present[keys[0]])
             if isinstance(entry, tf.io.FixedLenFeature):
                 out[name] = _dense(name, value, entry)
             elif isinstance(entry, tf.io.VarLenFeature):
@@ -273,6 +297,17 @@ class GroupDecoder:
             else:
                 out[name] = _nested(value, [values[k] for k in keys[1:]])
         return out
+
+    def _scalar_rows(self, name: str, slots, present: dict, strings: dict):
+        """A scalar's slots, where they alone give it, else its rows of 0 or 1 value; a
+        string's made from its places (only the present ones)."""
+        held = present[name] if name in self._masked else None
+        if name in strings:
+            slots = _made(strings[name], held)
+            if held is None:
+                return slots
+            return tf.RaggedTensor.from_row_lengths(slots, tf.cast(held, tf.int64), validate=False)
+        return slots if held is None else _ragged_scalar(slots, held)
 
 
 def _bits(strings: tf.Tensor, positions: Optional[tf.Tensor]) -> tf.Tensor:
@@ -306,6 +341,8 @@ def _rows(rows: dict) -> tf.Tensor:
     splits, or ragged)."""
     if rows["values"]:
         return tf.shape(next(iter(rows["values"].values())), out_type=tf.int64)[0]
+    if rows.get("strings"):
+        return tf.shape(next(iter(rows["strings"].values()))["starts"], out_type=tf.int64)[0]
     first = next(iter(rows["lists"].values()))
     if isinstance(first, tf.RaggedTensor):
         return first.nrows()
@@ -319,10 +356,19 @@ def _joined(a: dict, b: dict) -> dict:
         splits = tf.concat([x["splits"], y["splits"][1:] + x["splits"][-1]], 0)
         return {"values": tf.concat([x["values"], y["values"]], 0), "splits": splits}
 
+    def strings(x, y):
+        moved = y["starts"] + tf.cast(tf.strings.length(x["blob"]), tf.int64)
+        return {
+            "blob": tf.strings.join([x["blob"], y["blob"]]),
+            "starts": tf.concat([x["starts"], moved], 0),
+            "lengths": tf.concat([x["lengths"], y["lengths"]], 0),
+        }
+
     return {
         "values": {n: tf.concat([v, b["values"][n]], 0) for n, v in a["values"].items()},
         "present": {n: tf.concat([v, b["present"][n]], 0) for n, v in a["present"].items()},
         "lists": {n: lists(v, b["lists"][n]) for n, v in a["lists"].items()},
+        "strings": {n: strings(v, b["strings"][n]) for n, v in a["strings"].items()},
     }
 
 
@@ -333,11 +379,32 @@ def _taken(rows: dict, start, stop) -> dict:
         splits = part["splits"][start : stop + 1]
         return {"values": part["values"][splits[0] : splits[-1]], "splits": splits - splits[0]}
 
+    def strings(located):
+        return {
+            "blob": located["blob"],
+            "starts": located["starts"][start:stop],
+            "lengths": located["lengths"][start:stop],
+        }
+
     return {
         "values": {n: v[start:stop] for n, v in rows["values"].items()},
         "present": {n: v[start:stop] for n, v in rows["present"].items()},
         "lists": {n: lists(v) for n, v in rows["lists"].items()},
+        "strings": {n: strings(v) for n, v in rows["strings"].items()},
     }
+
+
+def _compacted(rows: dict) -> dict:
+    """`rows` with their strings' bytes in blobs of their own (rows carried to the next group
+    keep no reference to their group's whole blob, which joining them would copy)."""
+
+    def strings(located):
+        made = _made(located)
+        lengths = tf.cast(tf.strings.length(made), tf.int64)
+        starts = tf.cumsum(lengths, exclusive=True)
+        return {"blob": tf.strings.reduce_join(made), "starts": starts, "lengths": lengths}
+
+    return {**rows, "strings": {n: strings(v) for n, v in rows["strings"].items()}}
 
 
 def _reordered(rows: dict, count: tf.Tensor, mix: Callable[[tf.Tensor], tf.Tensor]) -> dict:
@@ -349,10 +416,14 @@ def _reordered(rows: dict, count: tf.Tensor, mix: Callable[[tf.Tensor], tf.Tenso
         ragged = tf.gather(_ragged(part), positions)
         return {"values": ragged.values, "splits": ragged.row_splits}
 
+    def places(located):
+        return {**located, "starts": mix(located["starts"]), "lengths": mix(located["lengths"])}
+
     return {
         "values": {n: mix(v) for n, v in rows["values"].items()},
         "present": {n: mix(v) for n, v in rows["present"].items()},
         "lists": {n: lists(v) for n, v in rows["lists"].items()},
+        "strings": {n: places(v) for n, v in rows["strings"].items()},
     }
 
 
@@ -374,6 +445,8 @@ def _empty(spec: dict) -> dict:
     empty = tf.nest.map_structure(lambda s: tf.zeros([0], s.dtype), spec)
     for part in empty["lists"].values():
         part["splits"] = tf.zeros([1], tf.int64)
+    for located in empty["strings"].values():
+        located["blob"] = tf.constant(b"")
     return empty
 
 
@@ -403,7 +476,7 @@ def _cut(groups: tf.data.Dataset, batch_size: int, keep_last: bool) -> tf.data.D
         emitted += whole
         tail_end = tf.where(group["last"] & (keep_last or emitted == 0), total, cut)
         out = {"rows": rows, "whole": whole, "tail": _as_batch(_taken(rows, cut, tail_end))}
-        return (_taken(rows, tail_end, total), emitted), out
+        return (_compacted(_taken(rows, tail_end, total)), emitted), out
 
     def batches_of(out):
         # Batch i is rows [i * batch_size, (i + 1) * batch_size): a slice, which shares the
@@ -418,19 +491,50 @@ def _cut(groups: tf.data.Dataset, batch_size: int, keep_last: bool) -> tf.data.D
     return tagged.scan(initial, step).flat_map(batches_of)
 
 
-def _joined_splits(offsets: tf.Tensor, values: tf.Tensor, item_bytes: int) -> tf.Tensor:
-    """The row splits of a group's list column from each record's offsets (each starting at 0):
-    each record's offsets moved by the values before it, its first one dropped but the group's
-    first (per record, not per row: no cumulative sum over rows)."""
+def _joined_splits(offsets: tf.Tensor, values: tf.Tensor) -> tf.Tensor:
+    """The row splits of a group's list column from each record's offsets (each starting at 0)
+    and values per record: each record's offsets moved by the values before it, its first one
+    dropped but the group's first (per record, not per row: no cumulative sum over rows)."""
     counts = tf.strings.length(offsets) // 8  # rows + 1 per record
     flat = _flat(offsets, tf.int64)
-    before = tf.cumsum(tf.strings.length(values) // item_bytes, exclusive=True)
-    moved = flat + tf.repeat(tf.cast(before, tf.int64), counts)
+    before = tf.cumsum(tf.cast(values, tf.int64), exclusive=True)
+    moved = flat + tf.repeat(before, counts)
     starts = tf.cumsum(counts, exclusive=True)
     keep = tf.tensor_scatter_nd_update(
         tf.ones_like(moved, tf.bool), starts[1:, None], tf.zeros_like(starts[1:], tf.bool)
     )
     return tf.boolean_mask(moved, keep)
+
+
+def _located(blobs: tf.Tensor, ends: tf.Tensor, equal: bool) -> dict:
+    """Where a group's strings of one column are: its records' bytes joined into one `blob`,
+    and each string's `starts` and `lengths` there, from each record's int32 ends (the first 0;
+    `equal`ly many per record: a group of full records' scalars)."""
+    base = tf.cumsum(tf.cast(tf.strings.length(blobs), tf.int64), exclusive=True)
+    blob = tf.strings.reduce_join(blobs)
+    if equal:
+        at = tf.cast(tf.io.decode_raw(ends, tf.int32, little_endian=True), tf.int64)
+        at += base[:, None]
+        starts, stops = tf.reshape(at[:, :-1], [-1]), tf.reshape(at[:, 1:], [-1])
+        return {"blob": blob, "starts": starts, "lengths": stops - starts}
+    counts = tf.strings.length(ends) // 4  # strings + 1 per record
+    at = tf.cast(_flat(ends, tf.int32), tf.int64) + tf.repeat(base, counts)
+    # a string starts at each end but a record's last
+    last = tf.cumsum(counts) - 1
+    starting = tf.tensor_scatter_nd_update(
+        tf.ones_like(at, tf.bool), last[:, None], tf.zeros_like(last, tf.bool)
+    )[:-1]
+    starts = tf.boolean_mask(at[:-1], starting)
+    return {"blob": blob, "starts": starts, "lengths": tf.boolean_mask(at[1:], starting) - starts}
+
+
+def _made(located: dict, held: Optional[tf.Tensor] = None) -> tf.Tensor:
+    """The strings at `located`'s places (only those `held`, if given: a copy of each string
+    fewer than making all of them and dropping the nulls')."""
+    starts, lengths = located["starts"], located["lengths"]
+    if held is not None:
+        starts, lengths = tf.boolean_mask(starts, held), tf.boolean_mask(lengths, held)
+    return tf.strings.substr(located["blob"], starts, lengths)
 
 
 def _ragged_scalar(values: tf.Tensor, present: tf.Tensor) -> tf.RaggedTensor:
@@ -470,7 +574,7 @@ def _dense(name: str, rows: tf.RaggedTensor, entry: tf.io.FixedLenFeature) -> tf
         default = tf.zeros([], rows.dtype)
     else:
         default = tf.reshape(tf.constant(default, entry.dtype), [-1])[0]
-        if entry.dtype == tf.string:  # the integer form: a string default's fingerprint
+        if rows.dtype != entry.dtype:  # the integer form: a string default's fingerprint
             default = fingerprint_strings(default)
     with tf.control_dependencies([check]):
         dense = rows.to_tensor(default_value=default, shape=[None, size])

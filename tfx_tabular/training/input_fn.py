@@ -140,7 +140,7 @@ def choose_records(
         return per_row("columnar_batches=False")
     if config.shuffle_buffer > 1:
         return per_row(f"shuffle_buffer={config.shuffle_buffer} asks for a record-level shuffle")
-    reason = columnar.unreadable(spec, form)
+    reason = columnar.unreadable(spec)
     if reason is not None:
         return per_row(reason)
     payload = columnar.find_payload(files)
@@ -149,6 +149,9 @@ def choose_records(
             "the files are not all the shards of one split of an Examples artifact with "
             "columnar batches"
         )
+    reason = columnar.strings_missing(payload.layout, form)
+    if reason is not None:
+        return per_row(reason)
     if len(payload.files) < config.workers:
         # Records are shared out among workers, and a few columnar records (thousands of rows
         # each) would leave workers without data; per-row blocks are finer.
@@ -211,7 +214,7 @@ def input_fn(
         per-row shards of one of its splits: the same tensors, several times faster (see
         docs/trainer.md#columnar-batches). False: always the per-row records. They are also
         read per row when `shuffle_buffer` asks for an exact record-level shuffle, and for
-        exact strings (they hold fingerprints). Which records are read, and why, is logged
+        exact strings unless the batches hold them (ParquetExampleGen's `columnar_strings`). Which records are read, and why, is logged
         (`choose_records` decides).
       input_form: "exact" (`tf.io.parse_example`'s tensors for the schema's spec) or
         "integers" (no strings: each string's int64 Fingerprint64, nullable scalars dense

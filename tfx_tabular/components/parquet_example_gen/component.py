@@ -66,7 +66,9 @@ class ParquetExampleGen(base_beam_component.BaseBeamComponent):
     `columnar_batch_rows` rows per record, in `columnar/Split-<name>/` with `columnar/columnar.json`
     (layout version, rows per record, features, rows per split; also the artifact's
     `columnar_batch_rows` and `columnar_layout_version` properties). Stock components read only
-    the `Split-<name>` folders; `tfx_tabular.input_fn` (TabularTrainer) reads the batches.
+    the `Split-<name>` folders; `tfx_tabular.input_fn` (TabularTrainer) reads the batches. They
+    hold strings as fingerprints; `columnar_strings` (default off; `create_pipeline` sets it when
+    its trainer reads exact strings) adds the strings themselves.
 
     Every parameter's meaning and default: its declaration in `spec.py`.
     """
@@ -97,6 +99,7 @@ class ParquetExampleGen(base_beam_component.BaseBeamComponent):
         read_batch_rows: Optional[int] = None,
         read_batch_bytes: Optional[int] = None,
         columnar_batch_rows: Optional[int] = None,
+        columnar_strings: Optional[bool] = None,
         compute_example_statistics: Optional[bool] = None,
     ):
         """Parameters left None take their defaults from `spec.PARAMETERS`."""
@@ -134,6 +137,7 @@ class ParquetExampleGen(base_beam_component.BaseBeamComponent):
                 read_batch_rows=read_batch_rows,
                 read_batch_bytes=read_batch_bytes,
                 columnar_batch_rows=columnar_batch_rows,
+                columnar_strings=None if columnar_strings is None else int(columnar_strings),
                 compute_example_statistics=(
                     None if compute_example_statistics is None else int(compute_example_statistics)
                 ),

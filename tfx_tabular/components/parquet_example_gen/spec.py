@@ -121,6 +121,15 @@ PARAMETERS = {
         "tfx_tabular.input_fn reads several times faster (docs/trainer.md#columnar-batches); "
         "0: none",
     ),
+    "columnar_strings": Parameter(
+        int,
+        default=int(OutputOptions.columnar_strings),
+        switch=True,
+        help="the columnar batch records also hold each string feature's strings, so that a "
+        "trainer reading exact strings (a stock run_fn, a Transform graph, "
+        "input_form='exact') reads them too, not the per-row Examples; they cost disk and "
+        "conversion time",
+    ),
     "compute_example_statistics": Parameter(
         int,
         default=1,
