@@ -299,7 +299,16 @@ METHODS = [  # (label, task, input)
     ("TFXIO (TFX data_accessor.tf_dataset_factory)", "task_tfxio", "examples"),
     ("TFXIO, shuffle off", "task_tfxio_unshuffled", "examples"),
     ("run_fn input under the stock Trainer (its data_accessor)", "task_accessor_stock", "examples"),
-    ("run_fn input under TabularTrainer (its data_accessor)", "task_accessor_ours", "examples"),
+    (
+        "run_fn input under TabularTrainer (its data_accessor), columnar with strings",
+        "task_accessor_ours",
+        "examples with strings",
+    ),
+    (
+        "run_fn input under TabularTrainer (its data_accessor), per-row records",
+        "task_accessor_ours",
+        "examples",
+    ),
     ("make_batched_features_dataset", "task_batched_features", "examples"),
     ("per-record parse_single_example", "task_parse_single", "examples"),
     ("Python generator over Parquet (from_generator)", "task_generator", "parquet"),
@@ -492,18 +501,32 @@ def run(ctx: Context) -> list[dict]:
     harness.run_task(
         ctx, "input-convert", "schema_inference:task_convert", input_base=data, output_dir=examples
     )
+    with_strings = ctx.path("input", "examples-with-strings")
+    harness.run_task(
+        ctx,
+        "input-convert-strings",
+        "schema_inference:task_convert",
+        input_base=data,
+        output_dir=with_strings,
+        strings=True,
+    )
+    sources = {
+        "examples": {"examples_dir": examples},
+        "examples with strings": {"examples_dir": with_strings},
+        "parquet": {"parquet_dir": data},
+    }
     recorder = Recorder("input_pipeline")
     for repeat in range(ctx.repeats):  # interleaved, so drift in machine speed hits every method
-        for label, task, source in METHODS:
-            params = {"examples_dir": examples} if source == "examples" else {"parquet_dir": data}
+        for index, (label, task, source) in enumerate(METHODS):
             run = harness.run_task(
-                ctx, f"input-{task}-{repeat}", f"input_pipeline:{task}", **params
+                ctx, f"input-{index}-{task}-{repeat}", f"input_pipeline:{task}", **sources[source]
             )
             recorder.add(label, harness.sample(run))
             print(
                 f"  {label} {repeat + 1}/{ctx.repeats}: {_examples_per_second(run.result)}",
                 flush=True,
             )
+    shutil.rmtree(with_strings, ignore_errors=True)
     _large_runs(recorder, ctx, examples)
     _interleaved(recorder, ctx, TRAINING, _training_rates, examples_dir=examples)
     _interleaved(recorder, ctx, DEMO, _auc)

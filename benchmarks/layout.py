@@ -277,6 +277,8 @@ LAYOUTS = [
                 formats.seconds, "of which statistics", t.STOCK_STATS, True),
         Summary("columnar batch records and statistics while converting: seconds", "seconds",
                 formats.seconds, t.COLUMNAR_STATS, t.PLAIN, True),
+        Summary("the same with the strings in the columnar batches: seconds", "seconds",
+                formats.seconds, t.COLUMNAR_STRINGS_STATS, t.PLAIN, True),
     ], _derive_statistics),
     Layout("schema_inference", "Schema inference (ParquetSchemaGen)", [
         Table("", starting(""), [
@@ -314,8 +316,7 @@ LAYOUTS = [
                 formats.rate, "ours: cached epochs", t.TFXIO),
         Summary("a stock `run_fn` module's input (its `data_accessor` call), examples/s",
                 "examples_per_second", formats.rate,
-                "run_fn input under TabularTrainer (its data_accessor)",
-                "run_fn input under the stock Trainer (its data_accessor)"),
+                t.ACCESSOR_STRINGS, "run_fn input under the stock Trainer (its data_accessor)"),
         Summary("reference model training (CPU), columnar batches vs per row, steps/s",
                 "steps_per_second", formats.seconds, "reference model, columnar batches",
                 "reference model, per-row tf.Example"),

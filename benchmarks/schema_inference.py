@@ -51,14 +51,17 @@ def task_many_files(root: str, files: int) -> dict:
     return task_ours(root)
 
 
-def task_convert(input_base: str, output_dir: str) -> dict:
-    """The Examples a TabularTrainer pipeline's ParquetExampleGen writes (columnar batches too)."""
+def task_convert(input_base: str, output_dir: str, strings: bool = False) -> dict:
+    """The Examples a TabularTrainer pipeline's ParquetExampleGen writes (columnar batches too,
+    with the `strings` as for a trainer reading exact strings)."""
     from tfx_tabular.coders import columnar
     from tfx_tabular.conversion import convert, plan
 
     if not os.path.isfile(os.path.join(output_dir, columnar.FOLDER, columnar.LAYOUT_FILE)):
         dataset, splits = plan.plan_conversion(input_base)
-        options = plan.OutputOptions(columnar_batch_rows=columnar.DEFAULT_BATCH_ROWS)
+        options = plan.OutputOptions(
+            columnar_batch_rows=columnar.DEFAULT_BATCH_ROWS, columnar_strings=strings
+        )
         convert.convert(dataset, output_dir, splits, options)
     return {}
 

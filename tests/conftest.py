@@ -64,16 +64,18 @@ def run_local_pipeline(tmp_path, name: str, components: list, **pipeline_args):
     return artifacts
 
 
-def convert_to_examples(data: str, out: str, num_shards: int = 2):
+def convert_to_examples(data: str, out: str, num_shards: int = 2, columnar_strings: bool = False):
     """ParquetExampleGen's conversion of `data` into `out` (default hash splits), as the tests'
-    Examples, with columnar batches as in a TabularTrainer pipeline; returns the conversion's
-    result."""
+    Examples, with columnar batches as in a TabularTrainer pipeline (holding the strings too
+    with `columnar_strings`); returns the conversion's result."""
     from tfx_tabular.coders import columnar
     from tfx_tabular.conversion import convert, plan
 
     dataset, splits = plan.plan_conversion(data)
     options = plan.OutputOptions(
-        num_shards=num_shards, columnar_batch_rows=columnar.DEFAULT_BATCH_ROWS
+        num_shards=num_shards,
+        columnar_batch_rows=columnar.DEFAULT_BATCH_ROWS,
+        columnar_strings=columnar_strings,
     )
     return convert.convert(dataset, out, splits, options, IN_MEMORY_BEAM)
 

@@ -296,20 +296,28 @@ def test_a_batch_larger_than_a_group_joins_groups_to_the_size_asked(data):
     assert sizes == [20, 20, ROWS - 40]
 
 
-def test_var_len_features_come_as_sparse_tensors_as_parse_example_gives_them(data):
+@pytest.mark.parametrize("form_name", [INTEGERS, STRINGS])
+def test_var_len_features_come_as_sparse_tensors_as_parse_example_gives_them(data, form_name):
+    """Lists and nullable scalars (numbers, strings) as VarLenFeatures: the same values, and in
+    one batch of all rows the same dense shape."""
     batch, features, schema, _ = data
-    spec = {"history": tf.io.VarLenFeature(tf.int64), "city": tf.io.VarLenFeature(tf.string)}
+    names = ("history", "city", "name/odd", "count with space", "empty")
+    spec = {n: tf.io.VarLenFeature(feature_spec(schema)[n].dtype) for n in names}
     spec["key"] = tf.io.FixedLenFeature([1], tf.int64)
-    form = _form(INTEGERS, schema, spec)
-    records, layout = _records(batch, features, 8, 1)
-    got = _read(records, layout, spec, form, 16)
+    form = _form(INTEGERS if form_name == INTEGERS else EXACT, schema, spec)
+    records, layout = _records(batch, features, 8, 1, strings=form_name == STRINGS)
     per_row = form.from_parsed(
         tf.io.parse_example(encoding.encode(batch, features).records(), spec)
     )
-    keys = _keys(got)
-    for name in ("history", "city"):
-        assert isinstance(got[name], tf.SparseTensor)
-        assert _by_key(got[name], keys) == _as_lists(per_row[name])
+    for batch_size in (16, ROWS):
+        got = _read(records, layout, spec, form, batch_size)
+        keys = _keys(got)
+        for name in names:
+            assert isinstance(got[name], tf.SparseTensor)
+            assert got[name].dtype == per_row[name].dtype
+            assert _by_key(got[name], keys) == _as_lists(per_row[name]), name
+    for name in names:
+        assert got[name].dense_shape.numpy().tolist() == per_row[name].dense_shape.numpy().tolist()
 
 
 def test_null_scalars_take_the_specs_defaults_and_empty_rows_as_parse_example_gives_them(data):

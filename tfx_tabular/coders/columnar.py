@@ -184,14 +184,22 @@ def _staged_list(batch: PooledColumns, f: int, kind: Kind, rows: np.ndarray) -> 
 
 
 @numba.njit(cache=True, nogil=True)
-def _copy_ranges(data, starts, lengths, out):
-    """data[starts[j]:starts[j] + lengths[j]] for each j, laid end to end into `out`."""
+def _strings_at(slots, present, starts, ends, data):
+    """The strings at pool slots `slots` (empty where not `present`: a null's slot may be
+    past the pool's end), as their bytes end to end and their lengths."""
+    lengths = np.zeros(len(slots), np.int64)
+    for j in range(len(slots)):
+        if present[j]:
+            lengths[j] = ends[slots[j]] - starts[slots[j]]
+    out = np.empty(lengths.sum(), np.uint8)
     at = 0
-    for j in range(len(starts)):
-        start = starts[j]
-        for k in range(lengths[j]):
-            out[at + k] = data[start + k]
-        at += lengths[j]
+    for j in range(len(slots)):
+        if lengths[j]:
+            start = starts[slots[j]]
+            for k in range(lengths[j]):
+                out[at + k] = data[start + k]
+            at += lengths[j]
+    return out, lengths
 
 
 def _staged_strings(batch: PooledColumns, f: int, scalar: bool, rows: np.ndarray) -> _List:
@@ -205,16 +213,12 @@ def _staged_strings(batch: PooledColumns, f: int, scalar: bool, rows: np.ndarray
     else:
         first = list_splits[at, rows]
         counts = np.where(valid[f, rows], list_splits[at, rows + 1] - first, 0)
-        # a scalar pooled as a list of at most one value: no value is a null
-        slots, present = (first, counts > 0) if scalar else (_ranges(first, counts), True)
-    if not len(starts):
-        return _List(np.zeros(0, np.uint8), np.zeros(len(slots), np.int64))
-    # "clip": a null's slot may be past the pool's end (its string is never read)
-    begins = starts.take(slots, mode="clip")
-    lengths = np.where(present, ends.take(slots, mode="clip") - begins, 0)
-    out = np.empty(int(lengths.sum()), np.uint8)
-    _copy_ranges(data, begins, lengths, out)
-    return _List(out, lengths)
+        if scalar:  # pooled as a list of at most one value: no value is a null
+            slots, present = first, counts > 0
+        else:
+            slots = _ranges(first, counts)
+            present = np.ones(len(slots), np.bool_)
+    return _List(*_strings_at(slots, present, starts, ends, data))
 
 
 def _string_columns(parts: Sequence[_List], name: str) -> tuple[np.ndarray, np.ndarray]:

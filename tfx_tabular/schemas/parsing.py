@@ -21,15 +21,18 @@ def _skipped(feature: schema_pb2.Feature) -> bool:
 
 
 def feature_spec(
-    schema: schema_pb2.Schema, environment: Optional[str] = None, exclude: tuple[str, ...] = ()
+    schema: schema_pb2.Schema,
+    environment: Optional[str] = None,
+    exclude: tuple[str, ...] = (),
+    sparse: bool = False,
 ) -> dict:
     """The `tf.io.parse_example` spec of a schema.
 
     Fixed shapes → FixedLenFeature with a default (0, 0.0 or b""), so a fixed feature never fails
     to parse; variable-length lists and nullable scalars → RaggedFeature (a null stays an empty
-    row, never a made-up value); RaggedTensor representations → RaggedFeature with row-length
-    partitions. Deprecated / skipped features, features not in `environment`, and `exclude` are
-    left out.
+    row, never a made-up value), or with `sparse` VarLenFeature (SparseTensors, as TFXIO gives
+    them); RaggedTensor representations → RaggedFeature with row-length partitions.
+    Deprecated / skipped features, features not in `environment`, and `exclude` are left out.
     """
     import tensorflow as tf
 
@@ -85,6 +88,8 @@ def feature_spec(
             spec[name] = tf.io.FixedLenFeature(
                 dims, dtype, default_value=[defaults[feature.type]] * size
             )
+        elif sparse:
+            spec[name] = tf.io.VarLenFeature(dtype)
         else:
             spec[name] = tf.io.RaggedFeature(dtype, value_key=name, row_splits_dtype=tf.int64)
     return spec

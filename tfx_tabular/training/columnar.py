@@ -285,6 +285,9 @@ class GroupDecoder:
             if name in self._form.dense_scalars and self._form.integers:
                 out[name], out[present_key(name)] = value[:, None], present[keys[0]][:, None]
                 continue
+            if self._scalar[keys[0]] and isinstance(entry, tf.io.VarLenFeature):
+                out[name] = self._scalar_sparse(keys[0], value, present, rows["strings"])
+                continue
             if self._scalar[keys[0]]:
                 value = self._scalar_rows(keys[0], value, present, rows["strings"])
                 if not isinstance(value, tf.RaggedTensor):  # the slots are the tensor
@@ -301,13 +304,22 @@ class GroupDecoder:
     def _scalar_rows(self, name: str, slots, present: dict, strings: dict):
         """A scalar's slots, where they alone give it, else its rows of 0 or 1 value; a
         string's made from its places (only the present ones)."""
-        held = present[name] if name in self._masked else None
-        if name in strings:
-            slots = _made(strings[name], held)
-            if held is None:
-                return slots
-            return tf.RaggedTensor.from_row_lengths(slots, tf.cast(held, tf.int64), validate=False)
-        return slots if held is None else _ragged_scalar(slots, held)
+        if name not in self._masked:
+            return _made(strings[name]) if name in strings else slots
+        held = present[name]
+        splits = tf.concat([[0], tf.cumsum(tf.cast(held, tf.int64))], 0)
+        values = _held_values(slots, strings.get(name), tf.reshape(tf.where(held), [-1]))
+        return tf.RaggedTensor.from_row_splits(values, splits, validate=False)
+
+    def _scalar_sparse(self, name: str, slots, present: dict, strings: dict) -> tf.SparseTensor:
+        """A scalar's rows as a VarLenFeature's SparseTensor, as `tf.io.parse_example` gives
+        it (no RaggedTensor made first)."""
+        held = present[name]
+        rows_held = tf.reshape(tf.where(held), [-1])
+        values = _held_values(slots, strings.get(name), rows_held)
+        indices = tf.stack([rows_held, tf.zeros_like(rows_held)], 1)
+        shape = tf.stack([tf.size(held, tf.int64), tf.cast(tf.reduce_any(held), tf.int64)])
+        return tf.SparseTensor(indices, values, shape)
 
 
 def _bits(strings: tf.Tensor, positions: Optional[tf.Tensor]) -> tf.Tensor:
@@ -528,13 +540,18 @@ def _located(blobs: tf.Tensor, ends: tf.Tensor, equal: bool) -> dict:
     return {"blob": blob, "starts": starts, "lengths": tf.boolean_mask(at[1:], starting) - starts}
 
 
-def _made(located: dict, held: Optional[tf.Tensor] = None) -> tf.Tensor:
-    """The strings at `located`'s places (only those `held`, if given: a copy of each string
-    fewer than making all of them and dropping the nulls')."""
-    starts, lengths = located["starts"], located["lengths"]
-    if held is not None:
-        starts, lengths = tf.boolean_mask(starts, held), tf.boolean_mask(lengths, held)
-    return tf.strings.substr(located["blob"], starts, lengths)
+def _made(located: dict) -> tf.Tensor:
+    """The strings at `located`'s places."""
+    return tf.strings.substr(located["blob"], located["starts"], located["lengths"])
+
+
+def _held_values(slots, located: Optional[dict], rows: tf.Tensor) -> tf.Tensor:
+    """A scalar's values at `rows`: from its slots, or its strings made from their places
+    (`located`; only those rows' strings made)."""
+    if located is None:
+        return tf.gather(slots, rows)
+    places = {k: v if k == "blob" else tf.gather(v, rows) for k, v in located.items()}
+    return _made(places)
 
 
 def _ragged_scalar(values: tf.Tensor, present: tf.Tensor) -> tf.RaggedTensor:

@@ -185,6 +185,7 @@ def input_fn(
     split: Optional[str] = None,
     columnar_batches: bool = True,
     input_form: str = EXACT,
+    sparse: bool = False,
     data_service: Optional[str] = None,
     data_service_job: Optional[str] = None,
 ) -> tf.data.Dataset:
@@ -219,6 +220,9 @@ def input_fn(
       input_form: "exact" (`tf.io.parse_example`'s tensors for the schema's spec) or
         "integers" (no strings: each string's int64 Fingerprint64, nullable scalars dense
         with a `<name>.present` mask); see `tfx_tabular.training.forms`.
+      sparse: variable-length features (lists, nullable scalars) as SparseTensors, as TFXIO
+        gives them (a stock `run_fn` expects them so), not RaggedTensors; features the schema
+        declares ragged stay RaggedTensors.
       data_service: a tf.data service dispatcher's HOST:PORT: its workers read and parse the
         files (each file by one worker per epoch) and this process receives the batches; an
         address nothing answers at fails within seconds. Not with `cache`.
@@ -228,7 +232,7 @@ def input_fn(
     if isinstance(schema, str):
         schema = schemas.load_schema(schema)
     label_key = label_key if label_key is not None else label_of(schema)
-    spec, finish = _parsing(schema, label_key, features, transform_output)
+    spec, finish = _parsing(schema, label_key, features, transform_output, sparse)
     if transform_output is not None and input_form != EXACT:
         raise ValueError(
             "input_fn: a Transform graph takes the raw features as parsed: input_form must be "
@@ -353,7 +357,7 @@ def _finished(dataset, config: InputConfig, ordered: bool) -> tf.data.Dataset:
     return dataset.prefetch(AUTOTUNE)
 
 
-def _parsing(schema, label_key, features, transform_output) -> tuple[dict, Callable]:
+def _parsing(schema, label_key, features, transform_output, sparse) -> tuple[dict, Callable]:
     """The spec to parse with (projected: unused features are never decoded), or Transform's raw
     spec, and the function from its parsed tensors to features (and the label), through the
     Transform graph when there is one."""
@@ -362,7 +366,7 @@ def _parsing(schema, label_key, features, transform_output) -> tuple[dict, Calla
         output_names = list(transform_output.transformed_feature_spec())
         tft_layer = transform_output.transform_features_layer()
     else:
-        spec = feature_spec(schema)
+        spec = feature_spec(schema, sparse=sparse)
         output_names = list(spec)
         tft_layer = None
     keep = list(features) if features is not None else [k for k in output_names if k != label_key]

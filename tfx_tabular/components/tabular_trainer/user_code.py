@@ -16,7 +16,6 @@ from tfx_bsl.public.tfxio import TensorFlowDatasetOptions
 
 from tfx_tabular import schemas
 from tfx_tabular.components.tabular_trainer import spec
-from tfx_tabular.schemas.infer import RAGGED_GROUP
 from tfx_tabular.training.input_fn import input_fn
 
 
@@ -84,9 +83,6 @@ def dataset_factory(default_schema, data_service: Optional[str] = None):
 
     def factory(file_pattern, options: TensorFlowDatasetOptions, schema=None) -> tf.data.Dataset:
         schema = schema or default_schema
-        ragged_declared = set(
-            schema.tensor_representation_group[RAGGED_GROUP].tensor_representation
-        )
         dataset = input_fn(
             file_pattern,
             schema,
@@ -95,24 +91,12 @@ def dataset_factory(default_schema, data_service: Optional[str] = None):
             training=options.shuffle,
             num_epochs=options.num_epochs,
             seed=options.shuffle_seed,
+            sparse=True,
             data_service=data_service if options.shuffle else None,
         )
         if not options.shuffle and options.num_epochs != 1:
-            dataset = dataset.repeat(options.num_epochs)
-
-        def as_tfxio(features):
-            return {
-                k: v.to_sparse()
-                if isinstance(v, tf.RaggedTensor) and k not in ragged_declared
-                else v
-                for k, v in features.items()
-            }
-
-        # In parallel: a SparseTensor per ragged feature costs about as much as the parse.
-        parallel = {"num_parallel_calls": tf.data.AUTOTUNE, "deterministic": not options.shuffle}
-        if options.label_key:
-            return dataset.map(lambda features, label: (as_tfxio(features), label), **parallel)
-        return dataset.map(as_tfxio, **parallel)
+            return dataset.repeat(options.num_epochs)
+        return dataset
 
     return factory
 
