@@ -332,3 +332,30 @@ def test_convert_warns_of_non_finite_values_on_stderr_and_in_its_json(tmp_path):
     quiet = cli("convert", str(tmp_path / "in"), str(tmp_path / "quiet"), "--json", "-q")
     assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
     assert json.loads(quiet.stdout)["warnings"] == [line]
+
+
+def test_convert_with_columnar_strings_feeds_the_exact_form_from_columnar_batches(
+    data, tmp_path, caplog
+):
+    """`--columnar-strings` at its defaults otherwise: the layout says the records hold the
+    strings, and input_fn reads exact strings from them, every train row once."""
+    import tensorflow as tf
+
+    from tfx_tabular import input_fn
+    from tfx_tabular.conversion.source_metadata import read_source_metadata
+    from tfx_tabular.schemas.infer import infer_schema
+
+    out = str(tmp_path / "examples")
+    converted = cli(
+        "convert", data, out, "--columnar-batch-rows", "1024", "--columnar-strings", "--json", "-q"
+    )
+    assert converted.returncode == 0, converted.stderr
+    layout = json.load(open(os.path.join(out, "columnar", "columnar.json")))
+    assert layout["strings"] is True
+    schema = infer_schema(read_source_metadata(out), label="label")
+    with caplog.at_level("INFO", logger="tfx_tabular.training.input_fn"):
+        dataset = input_fn(out, schema, 256, split="train", training=False)
+    assert "input_fn reads columnar batches" in caplog.text
+    features, label = next(iter(dataset))
+    assert features["C1"].dtype == tf.string
+    assert sum(int(tf.shape(label)[0]) for _, label in dataset) == layout["rows"]["train"]

@@ -221,3 +221,20 @@ def test_columnar_batches_are_written_for_the_pipelines_trainer_only(tmp_path):
     alone = ParquetExampleGen(input_base=str(tmp_path)).exec_properties
     assert alone["columnar_batch_rows"] is None  # unset: the executor takes spec's default, 0
     assert plan.ConversionConfig.from_parameters({}).output.columnar_batch_rows == 0
+
+
+def test_columnar_batches_hold_the_strings_when_the_pipelines_trainer_reads_them(tmp_path):
+    """The strings go into the columnar batches when the Trainer's input form is exact (asked,
+    or a model_fn or Transform without one), not for the reference model's integers."""
+
+    def strings(**options):
+        pipeline = create_pipeline("p", str(tmp_path), str(tmp_path), task="binary", **options)
+        [component] = [c for c in pipeline.components if c.id == "ParquetExampleGen"]
+        return component.exec_properties["columnar_strings"]
+
+    assert strings() == 0
+    assert strings(input_form="integers", model_fn="m:f") == 0
+    assert strings(model_fn="m:f") == 1
+    assert strings(with_transform=True) == 1
+    assert strings(input_form="exact") == 1
+    assert strings(input_form="exact", columnar_batch_rows=0) == 0

@@ -16,8 +16,9 @@ shorter batch.
 
 The features come in the input form asked (`forms`): the integer form as the records hold it,
 the exact form with nullable scalars as ragged rows, its strings made from the records' string
-bytes, where they hold them (`columnar_strings`): a group's scalar strings are made once its
-rows are mixed (their places are mixed, one `substr` then makes them), a list's at once.
+bytes, where they hold them (`columnar_strings`): a scalar's strings travel as their places in
+the group's joined bytes while its rows are mixed and cut, and one `substr` per batch makes
+those the batch holds (a nullable one's only where present); a list's are made at once.
 
 Where `input_fn` finds the payload: in the `columnar/` folder of the Examples artifact whose
 `Split-<name>` folder holds the per-row shards it was given (all of them: a subset of the shards
@@ -353,7 +354,7 @@ def _rows(rows: dict) -> tf.Tensor:
     splits, or ragged)."""
     if rows["values"]:
         return tf.shape(next(iter(rows["values"].values())), out_type=tf.int64)[0]
-    if rows.get("strings"):
+    if rows["strings"]:
         return tf.shape(next(iter(rows["strings"].values()))["starts"], out_type=tf.int64)[0]
     first = next(iter(rows["lists"].values()))
     if isinstance(first, tf.RaggedTensor):
@@ -552,13 +553,6 @@ def _held_values(slots, located: Optional[dict], rows: tf.Tensor) -> tf.Tensor:
         return tf.gather(slots, rows)
     places = {k: v if k == "blob" else tf.gather(v, rows) for k, v in located.items()}
     return _made(places)
-
-
-def _ragged_scalar(values: tf.Tensor, present: tf.Tensor) -> tf.RaggedTensor:
-    """A scalar column as the per-row parse gives it: each row's value, or none for a null."""
-    return tf.RaggedTensor.from_row_lengths(
-        tf.boolean_mask(values, present), tf.cast(present, tf.int64), validate=False
-    )
 
 
 def _nested(values: tf.RaggedTensor, partitions: list) -> tf.RaggedTensor:
