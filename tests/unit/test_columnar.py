@@ -454,3 +454,20 @@ def test_a_spec_of_more_features_than_the_reader_takes_is_read_per_row(data):
     assert (
         reason == f"{reader.MAX_FEATURES + 1} features, more than the 256 the columnar reader takes"
     )
+
+
+def test_staged_strings_are_the_pools_bytes_whatever_their_length_and_place():
+    """Strings of 0 to 20 bytes (the last ones at the pool's very end, where a word copy would
+    read past it), picked in any order, nulls empty."""
+    rng = np.random.default_rng(3)
+    words = [bytes(rng.integers(0, 256, n, dtype=np.uint8)) for n in rng.integers(0, 21, 300)]
+    words += [b"abc", b"abcdefgh", b"x"]
+    data = np.frombuffer(b"".join(words), np.uint8)
+    ends = np.cumsum([len(w) for w in words])
+    starts = ends - [len(w) for w in words]
+    slots = rng.permutation(len(words)).astype(np.int64)
+    present = rng.random(len(words)) < 0.9
+    out, lengths = columnar._strings_at(slots, present, starts, ends, data)
+    expected = [words[s] if p else b"" for s, p in zip(slots, present, strict=True)]
+    assert lengths.tolist() == [len(w) for w in expected]
+    assert out.tobytes() == b"".join(expected)

@@ -37,7 +37,7 @@ from typing import Iterator, Optional, Sequence
 import numba
 import numpy as np
 
-from tfx_tabular.coders import tfrecord, wire
+from tfx_tabular.coders import intrinsics, tfrecord, wire
 from tfx_tabular.coders.fingerprint import K2
 from tfx_tabular.coders.pools import PooledColumns
 from tfx_tabular.source.mapping import Feature, Kind
@@ -194,11 +194,17 @@ def _strings_at(slots, present, starts, ends, data):
     out = np.empty(lengths.sum(), np.uint8)
     at = 0
     for j in range(len(slots)):
-        if lengths[j]:
-            start = starts[slots[j]]
-            for k in range(lengths[j]):
+        length = lengths[j]
+        if not length:
+            continue
+        start = starts[slots[j]]
+        # A short string in one 8-byte copy (what follows it is written later).
+        if length <= 8 and start + 8 <= len(data) and at + 8 <= len(out):
+            intrinsics.store_word(out, at, intrinsics.load_word(data, start))
+        else:
+            for k in range(length):
                 out[at + k] = data[start + k]
-            at += lengths[j]
+        at += length
     return out, lengths
 
 
