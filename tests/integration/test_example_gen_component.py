@@ -37,7 +37,14 @@ def _pipeline(root, data, **example_gen_args):
 def test_stock_components_consume_parquet_example_gen_output(tmp_path):
     data = str(tmp_path / "data")
     criteo.write_dataset(data, 3000, days=3, files_per_day=1, row_group_size=500)
-    BeamDagRunner().run(_pipeline(str(tmp_path), data, split_by_partition="day"))
+    pipeline = _pipeline(
+        str(tmp_path),
+        data,
+        split_by_partition="day",
+        columnar_batch_rows=1024,
+        columnar_strings=True,
+    )
+    BeamDagRunner().run(pipeline)
 
     config = metadata.sqlite_metadata_connection_config(str(tmp_path / "metadata.sqlite"))
     with metadata.Metadata(config) as m:
@@ -52,6 +59,9 @@ def test_stock_components_consume_parquet_example_gen_output(tmp_path):
     assert custom["input_fingerprint"].string_value.startswith("sha256:")
     rows = custom["row_counts"].struct_value
     assert (rows["train"], rows["eval"]) == (2000, 1000)
+    assert custom["columnar_batch_rows"].int_value == 1024
+    assert custom["columnar_layout_version"].int_value == 3
+    assert custom["columnar_strings"].int_value == 1
     assert os.path.exists(os.path.join(examples.uri, "source_schema.arrow"))
 
     schema = tfx.utils.parse_pbtxt_file(

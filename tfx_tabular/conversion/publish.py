@@ -69,6 +69,7 @@ class ConversionResult:
     seconds: float = 0.0
     example_statistics_dir: Optional[str] = None  # Split-<name>/FeatureStats.pb, when computed
     columnar_batch_rows: int = 0  # rows per columnar batch record (`columnar/`); 0: none
+    columnar_strings: bool = False  # whether the columnar batches hold the strings too
     non_finite: list[NonFinite] = dataclasses.field(default_factory=list)
 
     @property
@@ -242,5 +243,6 @@ def publish(
         options.compression,
         example_statistics_dir=example_statistics_dir,
         columnar_batch_rows=options.columnar_batch_rows,
+        columnar_strings=bool(options.columnar_batch_rows and options.columnar_strings),
         non_finite=NonFinite.of(dataset, non_finite),
     )

@@ -65,7 +65,7 @@ class ParquetExampleGen(base_beam_component.BaseBeamComponent):
     TabularTrainer): the same rows also as columnar batch records,
     `columnar_batch_rows` rows per record, in `columnar/Split-<name>/` with `columnar/columnar.json`
     (layout version, rows per record, features, rows per split; also the artifact's
-    `columnar_batch_rows` and `columnar_layout_version` properties). Stock components read only
+    `columnar_batch_rows`, `columnar_layout_version` and `columnar_strings` properties). Stock components read only
     the `Split-<name>` folders; `tfx_tabular.input_fn` (TabularTrainer) reads the batches. They
     hold strings as fingerprints; `columnar_strings` (default off; `create_pipeline` sets it when
     its trainer reads exact strings) adds the strings themselves.

@@ -62,6 +62,7 @@ def _record(examples, result: convert.ConversionResult, split_names: List[str]) 
     if result.columnar_batch_rows:
         examples.set_int_custom_property("columnar_batch_rows", result.columnar_batch_rows)
         examples.set_int_custom_property("columnar_layout_version", columnar.LAYOUT_VERSION)
+        examples.set_int_custom_property("columnar_strings", int(result.columnar_strings))
 
 
 class Executor(BeamExecutor):
