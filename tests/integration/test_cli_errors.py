@@ -99,6 +99,12 @@ MATRIX = [
     ("convert {data} {out}/c5 --partition-filter dy=1", 1, ["--partition-filter 'dy'"], "day"),
     ("convert {data} {out}/c6 --num-shards -1", 2, ["--num-shards", ">= 0"], None),
     ("convert {data} {out}/c7 --split-pattern train", 2, ["--split-pattern takes KEY"], None),
+    (
+        "convert {data} {out}/c8 --columnar-strings",
+        2,
+        ["--columnar-strings", "give --columnar-batch-rows too"],
+        None,
+    ),
     # infer-schema
     ("infer-schema {data} -o {out}/s.pbtxt --label lable", 1, ["'label'?"], "--label takes"),
     ("infer-schema {data} -o {read_only}/s.pbtxt", 1, ["--output", "not writable"], "permis"),

@@ -471,3 +471,14 @@ def test_staged_strings_are_the_pools_bytes_whatever_their_length_and_place():
     expected = [words[s] if p else b"" for s, p in zip(slots, present, strict=True)]
     assert lengths.tolist() == [len(w) for w in expected]
     assert out.tobytes() == b"".join(expected)
+
+
+def test_strings_without_columnar_batch_records_are_refused_naming_both():
+    from tfx_tabular.conversion import plan
+
+    with pytest.raises(ValueError, match="columnar_strings .* needs columnar_batch_rows too"):
+        plan.OutputOptions(columnar_strings=True)
+    options = plan.ConversionConfig.from_parameters(
+        {"columnar_batch_rows": 512, "columnar_strings": 1}
+    ).output
+    assert (options.columnar_batch_rows, options.columnar_strings) == (512, 1)

@@ -112,6 +112,7 @@ def _check_conversion_names(args, parameters: dict) -> None:
 
 def _conversion_config(args):
     """The conversion's ConversionConfig from `convert`'s flags, each checked (UsageError)."""
+    from tfx_tabular.coders import columnar
     from tfx_tabular.components.parquet_example_gen.spec import PARAMETERS
     from tfx_tabular.conversion import plan
 
@@ -123,6 +124,11 @@ def _conversion_config(args):
     names = [name for group in CONVERSION_FLAGS.values() for name in group]
     parameters = parameter_values(args, PARAMETERS, names)
     _check_conversion_names(args, parameters)
+    if parameters.get("columnar_strings") and not parameters.get("columnar_batch_rows"):
+        raise UsageError(
+            "--columnar-strings puts the strings in the columnar batch records: give "
+            f"--columnar-batch-rows too (e.g. {columnar.DEFAULT_BATCH_ROWS})"
+        )
     return plan.ConversionConfig.from_parameters(
         {
             **parameters,

@@ -180,6 +180,11 @@ class OutputOptions:
             raise ValueError(
                 f"columnar_batch_rows must be 0 (none) or positive, not {self.columnar_batch_rows}"
             )
+        if self.columnar_strings and not self.columnar_batch_rows:
+            raise ValueError(
+                "columnar_strings puts the strings in the columnar batch records: it needs "
+                f"columnar_batch_rows too (e.g. {columnar.DEFAULT_BATCH_ROWS})"
+            )
 
     @property
     def suffix(self) -> str:
